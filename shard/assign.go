@@ -1,0 +1,98 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// DefaultLoadFactor is the load bound c used when Options.LoadFactor is zero.
+const DefaultLoadFactor = 1.02
+
+// ErrNoShards is returned when tenants must be placed on an empty shard set.
+var ErrNoShards = errors.New("shard: no shards")
+
+// Tenant is one unit of placement: every item of a tenant goes to the same
+// shard. Weight is the tenant's cost, for HelmReleases the number of releases.
+type Tenant struct {
+	ID     string
+	Weight int
+}
+
+// Options tune the assignment. The zero value is the documented default.
+type Options struct {
+	// LoadFactor is c in the shard capacity ceil(c·W/N), where W is the total
+	// weight and N the number of shards. Zero means DefaultLoadFactor (1.02);
+	// values below 1 are raised to 1. It is used with four decimal digits.
+	LoadFactor float64
+}
+
+// factor returns c in units of 1/10000.
+func (o Options) factor() int {
+	c := o.LoadFactor
+	if c == 0 {
+		c = DefaultLoadFactor
+	}
+	c = max(c, 1)
+	return int(math.Round(c * 10000))
+}
+
+// Assignment is the result of placing tenants on shards.
+type Assignment struct {
+	// Shards are the shard IDs in ascending order.
+	Shards []int
+	// Load holds the total weight on Shards[i] at index i.
+	Load []int
+	// Capacity is the bound ceil(c·W/N) that placement tried to respect.
+	Capacity int
+	// Tenants maps each tenant ID to its shard ID.
+	Tenants map[string]int
+}
+
+// Lookup returns the shard ID of tenant id and whether the tenant is known.
+// It does not allocate.
+func (a Assignment) Lookup(id string) (int, bool) {
+	s, ok := a.Tenants[id]
+	return s, ok
+}
+
+// Assign places tenants on the shards with bounded-load rendezvous hashing
+// over weights:
+//
+//   - each tenant ranks the shards by score(xxhash64(tenant), shard);
+//   - tenants are placed heaviest first, ties broken by hash and then ID;
+//   - each takes the first shard in its ranking where load+weight stays within
+//     ceil(c·W/N), or the least-loaded shard if none does.
+//
+// The result depends only on the set of tenants, the set of shard IDs and
+// the options, never on input order. Tenant IDs and shard IDs must be unique
+// and weights must not be negative.
+func Assign(tenants []Tenant, shards []int, opts Options) (Assignment, error) {
+	p, err := NewPlacement(tenants, shards, opts)
+	if err != nil {
+		return Assignment{}, err
+	}
+	return p.Assignment(), nil
+}
+
+// Range returns the shard IDs 0..n-1.
+func Range(n int) []int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i
+	}
+	return ids
+}
+
+// sortedShards validates shard IDs and returns them in ascending order.
+func sortedShards(shards []int) ([]int, error) {
+	ids := slices.Clone(shards)
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			return nil, fmt.Errorf("shard %d: duplicate shard ID", ids[i])
+		}
+	}
+	return ids, nil
+}
