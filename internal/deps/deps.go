@@ -7,8 +7,8 @@ package deps
 
 import (
 	_ "github.com/cespare/xxhash/v2"
-	_ "github.com/distribution/distribution/v3/registry/handlers"
 	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
+	_ "github.com/distribution/distribution/v3/registry/handlers"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
 	_ "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	_ "github.com/fluxcd/cli-utils/pkg/kstatus/watcher"

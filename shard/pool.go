@@ -1,0 +1,195 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrStarted is returned by Start when the pool was already started.
+var ErrStarted = errors.New("shard: pool already started")
+
+// PoolOptions configure a Pool. The zero value is the documented default.
+type PoolOptions struct {
+	// Shards is the number of shards. Zero means automatic: the count follows
+	// the tenants' weights through Count with the Auto options.
+	Shards int
+	// Auto tunes the automatic shard count when Shards is zero.
+	Auto CountOptions
+	// Assign tunes the placement of tenants on shards.
+	Assign Options
+	// Workers is the number of workers of each shard. Zero means 4.
+	Workers int
+	// TenantLimit is the most items of one tenant that run at once, across
+	// all shards. Zero means 2.
+	TenantLimit int
+	// Quantum is the run time a tenant earns per turn in the deficit
+	// round-robin of its shard. Zero means 100ms.
+	Quantum time.Duration
+	// BackoffBase is the delay after an item's first failure; it doubles with
+	// each further failure. Zero means 1s.
+	BackoffBase time.Duration
+	// BackoffMax caps the backoff delay. Zero means 5m.
+	BackoffMax time.Duration
+	// GracePeriod is how long Start waits, once its context ends, for running
+	// items to finish before it cancels their context and returns. Zero
+	// means 30s.
+	GracePeriod time.Duration
+}
+
+func (o PoolOptions) normalize() PoolOptions {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	o.Shards = max(o.Shards, 0)
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.TenantLimit <= 0 {
+		o.TenantLimit = 2
+	}
+	def(&o.Quantum, 100*time.Millisecond)
+	def(&o.BackoffBase, time.Second)
+	def(&o.BackoffMax, 5*time.Minute)
+	def(&o.GracePeriod, 30*time.Second)
+	return o
+}
+
+// Pool runs work items on sharded workers. Every item of a tenant runs on
+// the tenant's shard; inside a shard, tenants share the workers by deficit
+// round-robin, and each tenant has a concurrency cap. An item that fails is
+// retried with exponential backoff while the queue goes on. An item key never
+// runs on two workers at once, also while a resize moves its tenant.
+//
+// Pool implements Start(ctx) error, as a controller-runtime Runnable does.
+// All methods are safe for concurrent use.
+type Pool struct {
+	mu       sync.Mutex
+	s        *sched
+	groups   map[*fairQueue]*group
+	started  bool
+	stopping bool
+	workCtx  context.Context
+	wg       sync.WaitGroup
+	kick     chan struct{}
+	now      func() time.Time
+}
+
+// NewPool returns a pool with no tenants. Items may be added before Start.
+func NewPool(opts PoolOptions) *Pool {
+	return &Pool{
+		s:      newSched(opts),
+		groups: map[*fairQueue]*group{},
+		kick:   make(chan struct{}, 1),
+		now:    time.Now,
+	}
+}
+
+// Add queues fn as the work of key for tenant. While the key is queued a
+// second Add only replaces fn; while it runs, it runs once more afterwards;
+// while it backs off after a failure, it becomes ready at once. A tenant
+// not set with SetTenant is placed with weight 1.
+func (p *Pool) Add(tenant, key string, fn func(ctx context.Context) error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	before := len(p.s.queues)
+	p.s.add(p.now(), tenant, key, fn)
+	p.afterChange(before)
+	p.signal(p.s.queues[p.s.tenants[tenant].shard])
+}
+
+// SetTenant sets the weight of a tenant, placing it if it is new. With an
+// automatic shard count this may resize the pool.
+func (p *Pool) SetTenant(t Tenant) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	before := len(p.s.queues)
+	if err := p.s.setTenant(t); err != nil {
+		return fmt.Errorf("set tenant %q: %w", t.ID, err)
+	}
+	p.afterChange(before)
+	return nil
+}
+
+// RemoveTenant removes a tenant with its queued items. Items already running
+// finish but do not run again.
+func (p *Pool) RemoveTenant(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	before := len(p.s.queues)
+	p.s.removeTenant(id)
+	p.afterChange(before)
+}
+
+// Resize sets a fixed number of shards, n ≥ 1, and turns off the automatic
+// count. Tenants move to their new shards at once; an item that is running
+// finishes on its old shard before its key can run again.
+func (p *Pool) Resize(n int) error {
+	if n < 1 {
+		return fmt.Errorf("resize to %d shards: need at least 1", n)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.s.auto = false
+	if err := p.s.resize(n); err != nil {
+		return err
+	}
+	p.afterChange(-1)
+	return nil
+}
+
+// Lookup returns the shard of a tenant.
+func (p *Pool) Lookup(tenant string) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.s.place.Lookup(tenant)
+}
+
+// group is the set of workers of one shard.
+type group struct {
+	id   int
+	cond *sync.Cond
+}
+
+// afterChange starts workers for new shards, tells workers of removed
+// shards to leave, and wakes every shard when the shard set changed.
+func (p *Pool) afterChange(shardsBefore int) {
+	changed := shardsBefore != len(p.s.queues)
+	for q, g := range p.groups {
+		if p.s.queues[g.id] != q {
+			delete(p.groups, q)
+			g.cond.Broadcast()
+			changed = true
+		}
+	}
+	for id, q := range p.s.queues {
+		g := p.groups[q]
+		if g == nil {
+			g = &group{id: id, cond: sync.NewCond(&p.mu)}
+			p.groups[q] = g
+			if p.started && !p.stopping {
+				p.spawn(q, g)
+			}
+		}
+		if changed {
+			g.cond.Broadcast()
+		}
+	}
+}
+
+func (p *Pool) signal(q *fairQueue) {
+	if g := p.groups[q]; g != nil {
+		g.cond.Signal()
+	}
+}
+
+func (p *Pool) spawn(q *fairQueue, g *group) {
+	for range p.s.o.Workers {
+		p.wg.Add(1)
+		go p.work(q, g)
+	}
+}

@@ -1,0 +1,131 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Start runs the workers until ctx ends. It then lets running items finish
+// for up to the grace period, cancels the context of those still running,
+// and returns: nil if all finished, an error otherwise. Queued items are not
+// started once ctx has ended.
+func (p *Pool) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		return ErrStarted
+	}
+	p.started = true
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	p.workCtx = workCtx
+	for q, g := range p.groups {
+		p.spawn(q, g)
+	}
+	p.mu.Unlock()
+
+	delayDone := make(chan struct{})
+	go p.delayLoop(ctx, delayDone)
+	<-ctx.Done()
+
+	p.mu.Lock()
+	p.stopping = true
+	for _, g := range p.groups {
+		g.cond.Broadcast()
+	}
+	p.mu.Unlock()
+	<-delayDone
+
+	finished := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(finished)
+	}()
+	timer := time.NewTimer(p.s.o.GracePeriod)
+	defer timer.Stop()
+	select {
+	case <-finished:
+		return nil
+	case <-timer.C:
+		p.mu.Lock()
+		n := 0
+		for _, t := range p.s.tenants {
+			n += t.running
+		}
+		p.mu.Unlock()
+		return fmt.Errorf("shard: grace period %s expired with %d items running", p.s.o.GracePeriod, n)
+	}
+}
+
+// work is one worker of a shard. It leaves when the pool stops or its shard
+// is removed, always after finishing the item in hand.
+func (p *Pool) work(q *fairQueue, g *group) {
+	defer p.wg.Done()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.stopping && p.groups[q] == g {
+		it := p.s.next(p.now(), q)
+		if it == nil {
+			g.cond.Wait()
+			continue
+		}
+		fn := it.fn
+		p.mu.Unlock()
+		start := p.now()
+		err := run(p.workCtx, fn)
+		took := p.now().Sub(start)
+		p.mu.Lock()
+		next := p.s.done(p.now(), it, err, took)
+		if it.state == backingOff {
+			p.kickDelay()
+		}
+		if next != q {
+			p.signal(next)
+		}
+	}
+}
+
+// run calls fn and turns a panic into an error, so that one bad item cannot
+// take the process down.
+func run(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("shard: work item panicked: %v", r)
+		}
+	}()
+	if fn == nil {
+		return nil
+	}
+	return fn(ctx)
+}
+
+func (p *Pool) kickDelay() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// delayLoop makes items ready when their backoff ends.
+func (p *Pool) delayLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		due := p.s.promote(p.now(), p.signal)
+		p.mu.Unlock()
+		wait := time.Hour
+		if !due.IsZero() {
+			wait = max(time.Until(due), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		case <-timer.C:
+		}
+	}
+}

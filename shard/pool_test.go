@@ -1,0 +1,252 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// startPool runs p.Start in the background and returns a stop func that
+// cancels it and returns Start's error.
+func startPool(t *testing.T, p *Pool) func() error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Start(ctx) }()
+	var once sync.Once
+	var err error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			err = <-errc
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func TestPoolRunsEveryItemOnce(t *testing.T) {
+	p := NewPool(PoolOptions{Shards: 3, Workers: 2})
+	var mu sync.Mutex
+	ran := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		key := fmt.Sprintf("hr-%d", i)
+		wg.Add(1)
+		p.Add(fmt.Sprintf("tenant-%d", i%20), key, func(context.Context) error {
+			mu.Lock()
+			ran[key]++
+			mu.Unlock()
+			wg.Done()
+			return nil
+		})
+	}
+	stop := startPool(t, p)
+	wg.Wait()
+	if err := stop(); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	if len(ran) != 200 {
+		t.Fatalf("ran %d keys, want 200", len(ran))
+	}
+	for k, n := range ran {
+		if n != 1 {
+			t.Errorf("%s ran %d times", k, n)
+		}
+	}
+	st := p.Stats()
+	if len(st.Shards) != 3 || len(st.Tenants) != 0 {
+		t.Errorf("Stats() = %d shards, %d tenants with items; want 3, 0 (finished items are forgotten)", len(st.Shards), len(st.Tenants))
+	}
+}
+
+// TestPoolExclusive hammers the pool with re-adds and resizes and checks that
+// a key never runs twice at once and a tenant never exceeds its cap.
+func TestPoolExclusive(t *testing.T) {
+	const limit = 2
+	p := NewPool(PoolOptions{Shards: 2, Workers: 3, TenantLimit: limit, BackoffBase: time.Millisecond, BackoffMax: 4 * time.Millisecond})
+	var (
+		mu       sync.Mutex
+		byKey    = map[string]int{}
+		byTenant = map[string]int{}
+		bad      atomic.Value
+		runs     atomic.Int64
+	)
+	work := func(tenant, key string, fail bool) func(context.Context) error {
+		return func(context.Context) error {
+			mu.Lock()
+			byKey[key]++
+			byTenant[tenant]++
+			if byKey[key] > 1 {
+				bad.Store("key " + key + " ran twice at once")
+			}
+			if byTenant[tenant] > limit {
+				bad.Store("tenant " + tenant + " over its cap")
+			}
+			mu.Unlock()
+			time.Sleep(50 * time.Microsecond)
+			mu.Lock()
+			byKey[key]--
+			byTenant[tenant]--
+			mu.Unlock()
+			runs.Add(1)
+			if fail {
+				return errors.New("boom")
+			}
+			return nil
+		}
+	}
+	stop := startPool(t, p)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := newRand(uint64(g))
+			for i := range 1500 {
+				tenant := fmt.Sprintf("t%d", r.IntN(6))
+				key := fmt.Sprintf("k%d", r.IntN(5))
+				p.Add(tenant, tenant+"/"+key, work(tenant, tenant+"/"+key, r.IntN(4) == 0))
+				if g == 0 && i%100 == 0 {
+					if err := p.Resize(1 + r.IntN(5)); err != nil {
+						t.Error(err)
+					}
+				}
+				if g == 1 && i%50 == 0 {
+					_ = p.SetTenant(Tenant{ID: tenant, Weight: r.IntN(10)})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := stop(); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	if v := bad.Load(); v != nil {
+		t.Fatal(v)
+	}
+	if runs.Load() == 0 {
+		t.Fatal("nothing ran")
+	}
+}
+
+func TestPoolBackoffDoesNotBlock(t *testing.T) {
+	p := NewPool(PoolOptions{Shards: 1, Workers: 1, BackoffBase: time.Millisecond, BackoffMax: 8 * time.Millisecond})
+	var attempts atomic.Int32
+	flaky := make(chan struct{})
+	p.Add("noisy", "flaky", func(context.Context) error {
+		if attempts.Add(1) < 4 {
+			return errors.New("not yet")
+		}
+		close(flaky)
+		return nil
+	})
+	healthy := make(chan struct{}, 10)
+	for i := range 10 {
+		p.Add("quiet", fmt.Sprint(i), func(context.Context) error { healthy <- struct{}{}; return nil })
+	}
+	stop := startPool(t, p)
+	<-flaky
+	for range 10 {
+		<-healthy
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := attempts.Load(); got != 4 {
+		t.Fatalf("flaky item ran %d times, want 4", got)
+	}
+}
+
+func TestPoolGracePeriod(t *testing.T) {
+	t.Run("in-flight work completes", func(t *testing.T) {
+		p := NewPool(PoolOptions{Shards: 1, GracePeriod: time.Minute})
+		started, release := make(chan struct{}), make(chan struct{})
+		var finished atomic.Bool
+		p.Add("a", "slow", func(context.Context) error {
+			close(started)
+			<-release
+			finished.Store(true)
+			return nil
+		})
+		stop := startPool(t, p)
+		<-started
+		go func() { time.Sleep(10 * time.Millisecond); close(release) }()
+		if err := stop(); err != nil {
+			t.Fatalf("Start() = %v, want nil", err)
+		}
+		if !finished.Load() {
+			t.Fatal("Start returned before the in-flight item finished")
+		}
+	})
+	t.Run("grace expires", func(t *testing.T) {
+		p := NewPool(PoolOptions{Shards: 1, GracePeriod: 20 * time.Millisecond})
+		started := make(chan struct{})
+		canceled := make(chan struct{})
+		p.Add("a", "stuck", func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			close(canceled)
+			return ctx.Err()
+		})
+		stop := startPool(t, p)
+		<-started
+		if err := stop(); err == nil {
+			t.Fatal("Start() = nil, want a grace period error")
+		}
+		<-canceled // the item's context is cancelled when the grace ends
+	})
+	t.Run("start twice", func(t *testing.T) {
+		p := NewPool(PoolOptions{})
+		stop := startPool(t, p)
+		time.Sleep(time.Millisecond)
+		if err := p.Start(context.Background()); !errors.Is(err, ErrStarted) && err != nil {
+			t.Fatalf("second Start() = %v", err)
+		}
+		_ = stop()
+	})
+}
+
+func TestPoolPanicIsFailure(t *testing.T) {
+	p := NewPool(PoolOptions{Shards: 1, BackoffBase: time.Hour})
+	done := make(chan struct{})
+	p.Add("a", "bad", func(context.Context) error { defer close(done); panic("oops") })
+	stop := startPool(t, p)
+	<-done
+	time.Sleep(5 * time.Millisecond)
+	_ = stop()
+	st := p.Stats()
+	if len(st.Tenants) != 1 || st.Tenants[0].Failed != 1 || st.Tenants[0].BackingOff != 1 {
+		t.Fatalf("Stats().Tenants = %+v, want one failure backing off", st.Tenants)
+	}
+}
+
+func TestPoolAutoCount(t *testing.T) {
+	p := NewPool(PoolOptions{})
+	for i := range 50 {
+		if err := p.SetTenant(Tenant{ID: fmt.Sprint(i), Weight: 20}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 1000 releases at 100 per shard.
+	if n := len(p.Stats().Shards); n != 10 {
+		t.Fatalf("auto shard count = %d, want 10", n)
+	}
+	for i := range 45 {
+		p.RemoveTenant(fmt.Sprint(i))
+	}
+	if n := len(p.Stats().Shards); n != 1 {
+		t.Fatalf("auto shard count after removals = %d, want 1", n)
+	}
+	if err := p.Resize(0); err == nil {
+		t.Fatal("Resize(0): want error")
+	}
+	if err := p.SetTenant(Tenant{ID: "x", Weight: -1}); err == nil {
+		t.Fatal("SetTenant(negative): want error")
+	}
+}
