@@ -60,8 +60,23 @@ func TestPoolRunsEveryItemOnce(t *testing.T) {
 		}
 	}
 	st := p.Stats()
-	if len(st.Shards) != 3 || len(st.Tenants) != 0 {
-		t.Errorf("Stats() = %d shards, %d tenants with items; want 3, 0 (finished items are forgotten)", len(st.Shards), len(st.Tenants))
+	if len(st.Shards) != 3 || len(st.Tenants) != 20 {
+		t.Fatalf("Stats() = %d shards, %d tenants; want 3, 20", len(st.Shards), len(st.Tenants))
+	}
+	load := 0
+	for _, s := range st.Shards {
+		load += s.Load
+		if s.Queued+s.Running+s.BackingOff != 0 {
+			t.Errorf("shard %d still has work: %+v", s.ID, s)
+		}
+	}
+	for _, ts := range st.Tenants {
+		if ts.Succeeded != 10 || ts.Waits != 10 || ts.Weight != 1 {
+			t.Errorf("tenant %+v: want 10 runs and weight 1", ts)
+		}
+	}
+	if load != 20 {
+		t.Errorf("total load = %d, want 20 (unknown tenants weigh 1)", load)
 	}
 }
 
@@ -240,8 +255,15 @@ func TestPoolAutoCount(t *testing.T) {
 	for i := range 45 {
 		p.RemoveTenant(fmt.Sprint(i))
 	}
+	// 100 releases: hysteresis keeps 2 shards while the total is above 90.
+	if n := len(p.Stats().Shards); n != 2 {
+		t.Fatalf("auto shard count after removals = %d, want 2", n)
+	}
+	for i := 45; i < 50; i++ {
+		_ = p.SetTenant(Tenant{ID: fmt.Sprint(i), Weight: 10})
+	}
 	if n := len(p.Stats().Shards); n != 1 {
-		t.Fatalf("auto shard count after removals = %d, want 1", n)
+		t.Fatalf("auto shard count at 50 releases = %d, want 1", n)
 	}
 	if err := p.Resize(0); err == nil {
 		t.Fatal("Resize(0): want error")

@@ -1,0 +1,78 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/cozystack/cozy-aio/shard"
+)
+
+func ExampleAssign() {
+	tenants := []shard.Tenant{
+		{ID: "tenant-a", Weight: 40},
+		{ID: "tenant-b", Weight: 25},
+		{ID: "tenant-c", Weight: 20},
+		{ID: "tenant-d", Weight: 10},
+		{ID: "tenant-e", Weight: 5},
+	}
+	a, err := shard.Assign(tenants, shard.Range(3), shard.Options{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("capacity:", a.Capacity)
+	fmt.Println("load:", a.Load)
+	s, _ := a.Lookup("tenant-a")
+	fmt.Println("tenant-a on shard", s)
+	// Output:
+	// capacity: 34
+	// load: [40 30 30]
+	// tenant-a on shard 0
+}
+
+func ExampleCount() {
+	// 5,200 releases at 100 per shard, the heaviest tenant holding 400:
+	// more than 13 shards could not lower the largest load.
+	fmt.Println(shard.Count(0, 5200, 400, shard.CountOptions{}))
+	// Later, with the heaviest tenant at 100: 1,350 releases would want
+	// 14 shards, but that is within 10% of 13·100, so the count stays.
+	fmt.Println(shard.Count(13, 1350, 100, shard.CountOptions{}))
+	fmt.Println(shard.Count(13, 1450, 100, shard.CountOptions{}))
+	// Output:
+	// 13
+	// 13
+	// 15
+}
+
+func ExamplePool() {
+	pool := shard.NewPool(shard.PoolOptions{Shards: 2, Workers: 2})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := map[string]bool{}
+	for _, key := range []string{"tenant-a/redis", "tenant-a/postgres", "tenant-b/kafka"} {
+		wg.Add(1)
+		tenant := key[:len("tenant-a")]
+		pool.Add(tenant, key, func(ctx context.Context) error {
+			defer wg.Done()
+			mu.Lock()
+			done[key] = true
+			mu.Unlock()
+			return nil
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- pool.Start(ctx) }()
+	wg.Wait()
+	cancel()
+	fmt.Println("start:", <-errc)
+	fmt.Println("done:", len(done))
+	for _, t := range pool.Stats().Tenants {
+		fmt.Printf("%s: %d succeeded\n", t.ID, t.Succeeded)
+	}
+	// Output:
+	// start: <nil>
+	// done: 3
+	// tenant-a: 2 succeeded
+	// tenant-b: 1 succeeded
+}
