@@ -37,11 +37,12 @@ func ExampleCount() {
 	// Later, with the heaviest tenant at 100: 1,350 releases would want
 	// 14 shards, but that is within 10% of 13·100, so the count stays.
 	fmt.Println(shard.Count(13, 1350, 100, shard.CountOptions{}))
+	// At 1,450 it grows, to 14 not 15: floor(1450/100) caps it.
 	fmt.Println(shard.Count(13, 1450, 100, shard.CountOptions{}))
 	// Output:
 	// 13
 	// 13
-	// 15
+	// 14
 }
 
 func ExamplePool() {
