@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -93,7 +94,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	if err := checkBinaries(dir, "kube-apiserver", "etcd"); err != nil {
 		return nil, err
 	}
-	lock, err := lockMachine()
+	lock, err := lockMachine(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +184,10 @@ func Run(m *testing.M, cp **ControlPlane, opts ControlPlaneOptions) int {
 	return code
 }
 
-func lockMachine() (*os.File, error) {
-	path := filepath.Join(os.TempDir(), "cozy-aio-controlplane.lock")
+// lockMachine serialises control planes built from the same binaries.
+func lockMachine(binDir string) (*os.File, error) {
+	sum := sha256.Sum256([]byte(binDir))
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("cozy-aio-controlplane-%x.lock", sum[:6]))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
