@@ -6,4 +6,22 @@
 // Fetchers live in subpackages named for what they wrap: source/git and
 // source/oci. source/generate composes new artifacts from several sources.
 // Nothing here knows about Kustomizations or Helm.
+//
+// A typical cycle, under the object's lock:
+//
+//	store, _ := source.NewStore("/var/lib/cozy-aio/artifacts", source.StoreOptions{})
+//	obj := source.Object{Kind: "GitRepository", Namespace: "flux-system", Name: "app"}
+//	a, err := store.Archive(ctx, obj, checkoutDir, "main@sha1:…", source.ArchiveOptions{})
+//	// record a in the object's status, then apply retention:
+//	_, err = store.GC(ctx, obj, a)
+//
+// and, once for the process:
+//
+//	srv, _ := source.NewServer(store, source.ServerOptions{}) // 127.0.0.1:9090
+//	go srv.Start(ctx)
+//
+// Errors that callers branch on are sentinels (ErrUnreachable, ErrAuth,
+// ErrRefNotFound, ErrNoSemverMatch, ErrDigestMismatch, and the archive
+// errors ErrPathTraversal, ErrAbsolutePath, ErrSymlinkEscape, ErrDeviceFile,
+// ErrTooLarge inside an *ArchiveError); the fetchers wrap the same ones.
 package source

@@ -1,0 +1,147 @@
+package source
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+)
+
+// ArchiveOptions configures WriteArchive and Store.Archive. The zero value
+// excludes VCS metadata and honours .sourceignore files.
+type ArchiveOptions struct {
+	// Ignore holds extra .gitignore-syntax patterns applied from the root,
+	// after the VCS defaults and before the ignore files found in the tree.
+	// Default: none.
+	Ignore []string
+	// IgnoreFile is the name of the per-directory ignore file.
+	// Default: ".sourceignore".
+	IgnoreFile string
+}
+
+// epoch is the modification time of every entry, so that archives of the
+// same content are byte-identical.
+var epoch = time.Unix(0, 0).UTC()
+
+// WriteArchive writes the tree under dir to w as a deterministic tar.gz:
+// entries in lexical order, regular files with mode 0644 or 0755, symlinks
+// only when they resolve inside dir, no directories, times at the Unix
+// epoch, no owners. The same content always gives the same bytes.
+func WriteArchive(ctx context.Context, w io.Writer, dir string, opts ArchiveOptions) error {
+	if opts.IgnoreFile == "" {
+		opts.IgnoreFile = IgnoreFile
+	}
+	ps := parsePatterns([]byte(vcsPatterns+strings.Join(opts.Ignore, "\n")), nil)
+	gz, _ := gzip.NewWriterLevel(w, gzip.DefaultCompression)
+	tw := tar.NewWriter(gz)
+	a := archiver{ctx: ctx, root: dir, tw: tw, ignoreFile: opts.IgnoreFile}
+	if err := a.walk("", nil, ps); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
+
+type archiver struct {
+	ctx        context.Context
+	root       string
+	tw         *tar.Writer
+	ignoreFile string
+	buf        []byte
+}
+
+func (a *archiver) walk(rel string, segs []string, ps []gitignore.Pattern) error {
+	if err := a.ctx.Err(); err != nil {
+		return err
+	}
+	abs := filepath.Join(a.root, filepath.FromSlash(rel))
+	if b, err := os.ReadFile(filepath.Join(abs, a.ignoreFile)); err == nil {
+		ps = append(slices.Clip(ps), parsePatterns(b, slices.Clone(segs))...)
+	}
+	m := gitignore.NewMatcher(ps)
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := path.Join(rel, e.Name())
+		esegs := append(slices.Clip(segs), e.Name())
+		if m.Match(esegs, e.IsDir()) {
+			continue
+		}
+		switch t := e.Type(); {
+		case t.IsDir():
+			err = a.walk(name, esegs, ps)
+		case t.IsRegular():
+			err = a.file(name)
+		case t&os.ModeSymlink != 0:
+			err = a.symlink(name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *archiver) file(name string) error {
+	f, err := os.Open(filepath.Join(a.root, filepath.FromSlash(name)))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	mode := int64(0o644)
+	if fi.Mode()&0o111 != 0 {
+		mode = 0o755
+	}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: fi.Size(), ModTime: epoch}
+	if err := a.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("archiving %s: %w", name, err)
+	}
+	if a.buf == nil {
+		a.buf = make([]byte, 128<<10)
+	}
+	if _, err := io.CopyBuffer(a.tw, io.LimitReader(f, fi.Size()), a.buf); err != nil {
+		return fmt.Errorf("archiving %s: %w", name, err)
+	}
+	return nil
+}
+
+// symlink archives links that stay inside the root and skips the others:
+// a link to /etc/passwd in a repository must not reach a consumer.
+func (a *archiver) symlink(name string) error {
+	target, err := os.Readlink(filepath.Join(a.root, filepath.FromSlash(name)))
+	if err != nil {
+		return err
+	}
+	if !symlinkInside(name, filepath.ToSlash(target)) {
+		return nil
+	}
+	hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: filepath.ToSlash(target), Mode: 0o777, ModTime: epoch}
+	return a.tw.WriteHeader(hdr)
+}
+
+// symlinkInside reports whether a link at name (relative, slash-separated)
+// pointing to target resolves, lexically, inside the root.
+func symlinkInside(name, target string) bool {
+	if target == "" || path.IsAbs(target) || strings.HasPrefix(target, `\`) || filepath.VolumeName(target) != "" {
+		return false
+	}
+	r := path.Join(path.Dir(name), target)
+	return r != ".." && !strings.HasPrefix(r, "../")
+}

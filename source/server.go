@@ -1,0 +1,118 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// ServerOptions configures NewServer. The zero value listens on loopback.
+type ServerOptions struct {
+	// Addr is the listen address. Default: "127.0.0.1:9090". Binding
+	// beyond loopback is the caller's explicit choice.
+	Addr string
+	// ShutdownTimeout bounds the graceful shutdown when ctx ends.
+	// Default: 5s.
+	ShutdownTimeout time.Duration
+}
+
+// Server serves a store over HTTP with Flux's layout,
+// GET /<kind>/<namespace>/<name>/<file>. It serves complete artifacts
+// only, and refuses paths with ".." segments, hidden files and anything
+// that is not a regular file four levels deep.
+type Server struct {
+	store *Store
+	ln    net.Listener
+	opts  ServerOptions
+}
+
+// NewServer binds the listen address, so that Addr is known before Start.
+func NewServer(store *Store, opts ServerOptions) (*Server, error) {
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:9090"
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = 5 * time.Second
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{store: store, ln: ln, opts: opts}, nil
+}
+
+// Addr returns the bound address, host:port.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Start serves until ctx ends, then shuts down gracefully. It returns nil
+// on a clean shutdown.
+func (s *Server) Start(ctx context.Context) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Handler returns the HTTP handler, for callers that run their own server.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	p, ok := artifactPath(r)
+	if !ok {
+		http.Error(w, "bad path", http.StatusBadRequest)
+		return
+	}
+	f, err := os.Open(s.store.Path(Artifact{Path: p}))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	http.ServeContent(w, r, fi.Name(), fi.ModTime(), f)
+}
+
+// artifactPath validates both the raw and the decoded request path, so
+// that neither "/../" nor "%2e%2e" gets through.
+func artifactPath(r *http.Request) (string, bool) {
+	for _, raw := range []string{r.URL.RawPath, r.URL.Path, r.RequestURI} {
+		if strings.Contains(raw, "..") || strings.Contains(strings.ToLower(raw), "%2e%2e") {
+			return "", false
+		}
+	}
+	p := strings.TrimPrefix(r.URL.Path, "/")
+	segs := strings.Split(p, "/")
+	if len(segs) != 4 {
+		return "", false
+	}
+	for _, s := range segs {
+		if s == "" || strings.HasPrefix(s, ".") || strings.ContainsAny(s, `\`+"\x00") {
+			return "", false
+		}
+	}
+	return p, true
+}
