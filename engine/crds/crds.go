@@ -1,0 +1,41 @@
+// Package crds embeds the CustomResourceDefinitions of the Flux kinds that
+// cozy-aio reconciles. They are generated from the upstream Go API types
+// with controller-gen (go generate), so they match what Flux installs.
+package crds
+
+//go:generate sh -c "cd ../../hack/tools && go tool controller-gen crd:crdVersions=v1 paths=github.com/fluxcd/source-controller/api/v1 paths=github.com/fluxcd/kustomize-controller/api/v1 paths=github.com/fluxcd/helm-controller/api/v2 paths=github.com/fluxcd/source-watcher/api/v2/v1beta1 output:crd:dir=$PWD && cd $PWD && rm -f source.toolkit.fluxcd.io_buckets.yaml source.toolkit.fluxcd.io_helmcharts.yaml source.toolkit.fluxcd.io_helmrepositories.yaml"
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed *.yaml
+var files embed.FS
+
+// All returns the embedded CRDs, sorted by name.
+func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(files, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
+	for _, n := range names {
+		b, err := files.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(b, crd); err != nil {
+			return nil, fmt.Errorf("embedded CRD %s: %w", n, err)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
