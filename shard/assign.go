@@ -69,11 +69,22 @@ func (a Assignment) Lookup(id string) (int, bool) {
 // the options, never on input order. Tenant IDs and shard IDs must be unique
 // and weights must not be negative.
 func Assign(tenants []Tenant, shards []int, opts Options) (Assignment, error) {
-	p, err := NewPlacement(tenants, shards, opts)
+	p, err := newPlacement(tenants, shards, opts, false)
 	if err != nil {
 		return Assignment{}, err
 	}
-	return p.Assignment(), nil
+	a := p.Assignment()
+	if len(a.Tenants) != len(tenants) {
+		// Duplicate IDs collapse in the map; find one to name it.
+		seen := make(map[string]bool, len(tenants))
+		for _, t := range tenants {
+			if seen[t.ID] {
+				return Assignment{}, fmt.Errorf("tenant %q: duplicate tenant ID", t.ID)
+			}
+			seen[t.ID] = true
+		}
+	}
+	return a, nil
 }
 
 // Range returns the shard IDs 0..n-1.

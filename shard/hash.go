@@ -1,6 +1,10 @@
 package shard
 
-import "github.com/cespare/xxhash/v2"
+import (
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // The functions in this file are frozen by TestDeterministic: changing them
 // moves tenants between shards on upgrade, so the golden file must only be
@@ -25,16 +29,22 @@ func mix(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// before reports whether tenant a is placed before tenant b: heaviest first,
-// then by hash, then by ID, so that the order never depends on input order.
-func before(a, b *entry) bool {
-	if a.w != b.w {
-		return a.w > b.w
+// compareEntries is the placement order: heaviest first, then by hash, then
+// by ID, so that the order never depends on input order.
+func compareEntries(a, b entry) int {
+	switch {
+	case a.w != b.w:
+		if a.w > b.w {
+			return -1
+		}
+		return 1
+	case a.h != b.h:
+		if a.h < b.h {
+			return -1
+		}
+		return 1
 	}
-	if a.h != b.h {
-		return a.h < b.h
-	}
-	return a.id < b.id
+	return strings.Compare(a.id, b.id)
 }
 
 // capacity is the per-shard bound: floor(c·W/N), but never below the

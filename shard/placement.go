@@ -15,10 +15,12 @@ type Move struct {
 
 // entry is a tenant in placement order.
 type entry struct {
-	id string
-	h  uint64
-	w  int
-	at int32 // index into Placement.ids, -1 while unplaced
+	id  string
+	h   uint64
+	w   int
+	at  int32 // index into Placement.ids, -1 while unplaced
+	top int32 // index of the best-ranked shard
+
 }
 
 // slot is what Lookup needs about a tenant.
@@ -42,7 +44,6 @@ type Placement struct {
 	total   int
 	cap     int
 
-	scores  []uint64
 	newLoad []int
 	oldLoad []int
 }
@@ -50,6 +51,13 @@ type Placement struct {
 // NewPlacement places tenants on shards as Assign does and keeps the result
 // for incremental updates.
 func NewPlacement(tenants []Tenant, shards []int, opts Options) (*Placement, error) {
+	return newPlacement(tenants, shards, opts, true)
+}
+
+// newPlacement builds a placement; without an index it cannot be updated
+// or looked up and is only read through its entries, which is what Assign
+// needs, and it does not check for duplicate tenant IDs.
+func newPlacement(tenants []Tenant, shards []int, opts Options, index bool) (*Placement, error) {
 	ids, err := sortedShards(shards)
 	if err != nil {
 		return nil, err
@@ -57,20 +65,24 @@ func NewPlacement(tenants []Tenant, shards []int, opts Options) (*Placement, err
 	p := &Placement{
 		factor:  opts.factor(),
 		entries: make([]entry, 0, len(tenants)),
-		tenants: make(map[string]slot, len(tenants)),
+	}
+	if index {
+		p.tenants = make(map[string]slot, len(tenants))
 	}
 	for _, t := range tenants {
 		if t.Weight < 0 {
 			return nil, fmt.Errorf("tenant %q: negative weight %d", t.ID, t.Weight)
 		}
-		if _, dup := p.tenants[t.ID]; dup {
-			return nil, fmt.Errorf("tenant %q: duplicate tenant ID", t.ID)
+		if index {
+			if _, dup := p.tenants[t.ID]; dup {
+				return nil, fmt.Errorf("tenant %q: duplicate tenant ID", t.ID)
+			}
+			p.tenants[t.ID] = slot{w: t.Weight, at: -1}
 		}
-		p.tenants[t.ID] = slot{w: t.Weight, at: -1}
 		p.entries = append(p.entries, entry{id: t.ID, h: tenantHash(t.ID), w: t.Weight, at: -1})
 		p.total += t.Weight
 	}
-	slices.SortFunc(p.entries, compareEntries)
+	sortEntries(p.entries)
 	if err := p.setShards(ids); err != nil {
 		return nil, err
 	}
@@ -78,14 +90,18 @@ func NewPlacement(tenants []Tenant, shards []int, opts Options) (*Placement, err
 	return p, nil
 }
 
-func compareEntries(a, b entry) int {
-	switch {
-	case before(&a, &b):
-		return -1
-	case before(&b, &a):
-		return 1
+// rank records e's best-ranked shard, where almost every tenant lands. The
+// rest of the ranking is only computed for the few that spill.
+func (p *Placement) rank(e *entry) {
+	best := 0
+	var bs uint64
+	for i, seed := range p.seeds {
+		// Equal scores rank the lower index first, hence the strict >.
+		if v := score(e.h, seed); i == 0 || v > bs {
+			best, bs = i, v
+		}
 	}
-	return 0
+	e.top = int32(best)
 }
 
 func (p *Placement) setShards(ids []int) error {
@@ -97,11 +113,13 @@ func (p *Placement) setShards(ids []int) error {
 	for i, id := range ids {
 		p.seeds[i] = shardSeed(id)
 	}
-	p.scores = make([]uint64, len(ids))
 	p.load = make([]int, len(ids))
 	p.newLoad = make([]int, len(ids))
 	p.oldLoad = make([]int, len(ids))
 	p.cap = capacity(p.total, len(ids), p.factor)
+	for i := range p.entries {
+		p.rank(&p.entries[i])
+	}
 	return nil
 }
 
@@ -153,36 +171,29 @@ func (p *Placement) Resize(shards []int) ([]Move, error) {
 // place returns the shard index for a tenant given the loads so far: the
 // first shard in the tenant's ranking with room, else the least loaded,
 // ties going to the better-ranked shard.
-func (p *Placement) place(h uint64, w int, load []int) int32 {
-	sc := p.scores
-	best := 0
-	for i, s := range p.seeds {
-		sc[i] = score(h, s)
-		if sc[i] > sc[best] {
-			best = i
-		}
+func (p *Placement) place(e *entry, load []int) int32 {
+	w := e.w
+	if load[e.top]+w <= p.cap {
+		return e.top
 	}
-	if load[best]+w <= p.cap {
-		return int32(best)
-	}
-	// Walk the rest of the ranking lazily: most tenants that spill find room
-	// at their second or third choice, so sorting all N scores would waste time.
-	least := best
-	prev := best
-	for range len(sc) - 1 {
-		next := -1
-		for i, v := range sc {
-			if ranksBelow(v, i, sc[prev], prev) && (next < 0 || ranksBelow(sc[next], next, v, i)) {
-				next = i
+	// The first shard with room in ranking order is the best-scored shard
+	// among those with room, so one pass finds it without sorting.
+	fit, least := -1, -1
+	var fitScore, leastScore uint64
+	for i, seed := range p.seeds {
+		v := score(e.h, seed)
+		if load[i]+w <= p.cap {
+			if fit < 0 || !ranksBelow(v, i, fitScore, fit) {
+				fit, fitScore = i, v
 			}
+			continue
 		}
-		if load[next]+w <= p.cap {
-			return int32(next)
+		if least < 0 || load[i] < load[least] || (load[i] == load[least] && !ranksBelow(v, i, leastScore, least)) {
+			least, leastScore = i, v
 		}
-		if load[next] < load[least] {
-			least = next
-		}
-		prev = next
+	}
+	if fit >= 0 {
+		return int32(fit)
 	}
 	return int32(least)
 }
@@ -191,4 +202,59 @@ func (p *Placement) place(h uint64, w int, load []int) int32 {
 // score u. Equal scores rank the lower shard ID first.
 func ranksBelow(v uint64, i int, u uint64, j int) bool {
 	return v < u || (v == u && i > j)
+}
+
+// sortEntries sorts entries into placement order with an LSD radix sort on
+// (weight descending, hash ascending), falling back to compareEntries only
+// for equal hashes. For 10,000 tenants this is several times faster than a
+// comparison sort, and it is a large part of a full recompute.
+func sortEntries(es []entry) {
+	type key struct {
+		hi, lo uint64 // ^weight, hash
+		idx    int32
+	}
+	keys := make([]key, len(es))
+	for i := range es {
+		keys[i] = key{^uint64(es[i].w), es[i].h, int32(i)}
+	}
+	buf := make([]key, len(es))
+	var count [256]int
+	for pass := range 16 {
+		shift := uint(pass%8) * 8
+		digit := func(k *key) int {
+			if pass < 8 {
+				return int(k.lo >> shift & 0xff)
+			}
+			return int(k.hi >> shift & 0xff)
+		}
+		clear(count[:])
+		for i := range keys {
+			count[digit(&keys[i])]++
+		}
+		if len(keys) == 0 || count[digit(&keys[0])] == len(keys) {
+			continue // every key has the same digit: the pass changes nothing
+		}
+		sum := 0
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for i := range keys {
+			d := digit(&keys[i])
+			buf[count[d]] = keys[i]
+			count[d]++
+		}
+		keys, buf = buf, keys
+	}
+	sorted := make([]entry, len(es))
+	for i, k := range keys {
+		sorted[i] = es[k.idx]
+	}
+	// Equal weight and hash: order by ID, as compareEntries does.
+	for i := 1; i < len(sorted); i++ {
+		for j := i; j > 0 && compareEntries(sorted[j], sorted[j-1]) < 0; j-- {
+			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+		}
+	}
+	copy(es, sorted)
 }

@@ -31,6 +31,7 @@ func (p *Placement) Set(t Tenant) ([]Move, error) {
 	if !present {
 		e.at = -1
 	}
+	p.rank(&e)
 	b, _ := slices.BinarySearchFunc(p.entries, e, compareEntries)
 	p.entries = slices.Insert(p.entries, b, e)
 	p.total += t.Weight
@@ -143,7 +144,7 @@ func add(v, other []int, i, w int) int {
 // and returns the new shard index. The caller adds the weight to load.
 func (p *Placement) replace(i int, load []int, moves *[]Move) int32 {
 	e := &p.entries[i]
-	at := p.place(e.h, e.w, load)
+	at := p.place(e, load)
 	if at == e.at {
 		return at
 	}
@@ -155,7 +156,9 @@ func (p *Placement) replace(i int, load []int, moves *[]Move) int32 {
 		*moves = append(*moves, Move{Tenant: e.id, Weight: e.w, From: from, To: p.ids[at]})
 	}
 	e.at = at
-	p.tenants[e.id] = slot{w: e.w, at: at}
+	if p.tenants != nil {
+		p.tenants[e.id] = slot{w: e.w, at: at}
+	}
 	return at
 }
 
@@ -165,7 +168,7 @@ func (p *Placement) replayAll(oldIDs []int, moves *[]Move) {
 	clear(p.load)
 	for i := range p.entries {
 		e := &p.entries[i]
-		at := p.place(e.h, e.w, p.load)
+		at := p.place(e, p.load)
 		p.load[at] += e.w
 		from := -1
 		if e.at >= 0 && oldIDs != nil {
@@ -176,7 +179,9 @@ func (p *Placement) replayAll(oldIDs []int, moves *[]Move) {
 		}
 		if e.at != at {
 			e.at = at
-			p.tenants[e.id] = slot{w: e.w, at: at}
+			if p.tenants != nil {
+				p.tenants[e.id] = slot{w: e.w, at: at}
+			}
 		}
 	}
 }
