@@ -93,6 +93,7 @@ func TestPoolExclusive(t *testing.T) {
 		runs     atomic.Int64
 	)
 	work := func(tenant, key string, fail bool) func(context.Context) error {
+		var failed atomic.Bool // fail the first run only, so that the pool drains
 		return func(context.Context) error {
 			mu.Lock()
 			byKey[key]++
@@ -110,7 +111,7 @@ func TestPoolExclusive(t *testing.T) {
 			byTenant[tenant]--
 			mu.Unlock()
 			runs.Add(1)
-			if fail {
+			if fail && !failed.Swap(true) {
 				return errors.New("boom")
 			}
 			return nil
@@ -139,6 +140,7 @@ func TestPoolExclusive(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	waitIdle(t, p)
 	if err := stop(); err != nil {
 		t.Fatalf("Start() = %v", err)
 	}
@@ -271,4 +273,21 @@ func TestPoolAutoCount(t *testing.T) {
 	if err := p.SetTenant(Tenant{ID: "x", Weight: -1}); err == nil {
 		t.Fatal("SetTenant(negative): want error")
 	}
+}
+
+// waitIdle waits until the pool has nothing queued, running or backing off.
+func waitIdle(t *testing.T, p *Pool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		busy := 0
+		for _, s := range p.Stats().Shards {
+			busy += s.Queued + s.Running + s.BackingOff
+		}
+		if busy == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("pool did not drain within a minute")
 }
