@@ -1,0 +1,20 @@
+// Package git fetches Git repositories with go-git into the artifact store.
+//
+// A fetch resolves the reference with ls-remote first and stops there when
+// the revision equals the last one stored; otherwise it makes a shallow
+// clone of that one reference, archives the tree and stores it:
+//
+//	res, err := git.Fetch(ctx, store, obj, "https://github.com/org/repo", git.Options{
+//		Ref:          git.Ref{Branch: "main"},
+//		Auth:         git.Auth{Username: "git", Password: token},
+//		LastRevision: previous.Revision,
+//	})
+//	// res.Revision is "main@sha1:<commit>"; res.Unchanged tells whether
+//	// res.Artifact is new.
+//
+// Revisions have Flux's format: "<branch>@sha1:<commit>" for a branch,
+// "<tag>@sha1:<commit>" for a tag or a semver range, "<refname>@sha1:<commit>"
+// for a full reference name, and "sha1:<commit>" for a bare commit.
+// Errors wrap source.ErrUnreachable, source.ErrAuth, source.ErrRefNotFound
+// and source.ErrNoSemverMatch.
+package git

@@ -1,0 +1,63 @@
+package git
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/cozystack/cozy-aio/source"
+)
+
+// classify wraps err with the source error a caller branches on, and the
+// repository URL without credentials.
+func classify(ctx context.Context, repoURL string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var kind error
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	var certErr *x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	switch {
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("git %s: %w", redact(repoURL), err)
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
+		strings.Contains(err.Error(), "unable to authenticate"), strings.Contains(err.Error(), "knownhosts: key mismatch"):
+		kind = source.ErrAuth
+	case errors.Is(err, transport.ErrRepositoryNotFound), errors.Is(err, plumbing.ErrReferenceNotFound),
+		errors.Is(err, plumbing.ErrObjectNotFound), isNoMatchingRefSpec(err), errors.Is(err, transport.ErrEmptyRemoteRepository):
+		kind = source.ErrRefNotFound
+	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &certErr), errors.As(err, &hostErr),
+		errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		kind = source.ErrUnreachable
+	default:
+		return fmt.Errorf("git %s: %w", redact(repoURL), err)
+	}
+	return fmt.Errorf("git %s: %w: %w", redact(repoURL), kind, err)
+}
+
+func isNoMatchingRefSpec(err error) bool {
+	var e gogit.NoMatchingRefSpecError
+	return errors.As(err, &e)
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+func redact(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
+}

@@ -1,0 +1,95 @@
+package git_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fluxcd/gitkit"
+	"github.com/fluxcd/pkg/gittestserver"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/git"
+)
+
+func newSSHKey(t *testing.T) ([]byte, ssh.PublicKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sshPub, _ := ssh.NewPublicKey(pub)
+	return pem.EncodeToMemory(block), sshPub
+}
+
+// TestFetchSSH serves the same bare repositories over SSH (gitkit) with
+// public-key auth, and checks host key verification both ways.
+func TestFetchSSH(t *testing.T) {
+	f := setup(t)
+	clientKey, clientPub := newSSHKey(t)
+	otherKey, _ := newSSHKey(t)
+	authorized := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(clientPub)))
+
+	keyDir := t.TempDir()
+	srv := gittestserver.NewGitServer(f.srv.Root()).KeyDir(keyDir).Auth("unused", "unused")
+	srv.PublicKeyLookupFunc(func(content string) (*gitkit.PublicKey, error) {
+		if content != authorized {
+			return nil, errors.New("unknown key")
+		}
+		return &gitkit.PublicKey{Id: "flux"}, nil
+	})
+	if err := srv.ListenSSH(); err != nil {
+		t.Skipf("gittestserver SSH mode does not start here: %v", err)
+	}
+	go srv.StartSSH()
+	t.Cleanup(func() { srv.StopSSH() })
+
+	hostPubBytes, err := os.ReadFile(filepath.Join(keyDir, "gitkit.rsa.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPub, _, _, _, err := ssh.ParseAuthorizedKey(hostPubBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(srv.SSHAddress())
+	knownHosts := []byte(knownhosts.Line([]string{knownhosts.Normalize(u.Host)}, hostPub) + "\n")
+	_, wrongHostPub := newSSHKey(t)
+	wrongKnownHosts := []byte(knownhosts.Line([]string{knownhosts.Normalize(u.Host)}, wrongHostPub) + "\n")
+
+	repoURL := srv.SSHAddress() + "/app.git"
+	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	obj := source.Object{Kind: "GitRepository", Namespace: "ns", Name: "ssh"}
+	res, err := git.Fetch(context.Background(), st, obj, repoURL, git.Options{
+		Ref: git.Ref{Branch: "main"}, Auth: git.Auth{SSHPrivateKey: clientKey, KnownHosts: knownHosts},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Revision.String != "main@sha1:"+f.third {
+		t.Fatalf("revision %q", res.Revision.String)
+	}
+	for name, a := range map[string]git.Auth{
+		"unknown client key": {SSHPrivateKey: otherKey, KnownHosts: knownHosts},
+		"wrong host key":     {SSHPrivateKey: clientKey, KnownHosts: wrongKnownHosts},
+		"no known_hosts":     {SSHPrivateKey: clientKey},
+	} {
+		_, err := git.Fetch(context.Background(), st, obj, repoURL, git.Options{Ref: git.Ref{Branch: "main"}, Auth: a})
+		if !errors.Is(err, source.ErrAuth) {
+			t.Errorf("%s: got %v, want ErrAuth", name, err)
+		}
+	}
+}
