@@ -211,3 +211,33 @@ func TestErrNoShardsIsSentinel(t *testing.T) {
 		t.Fatalf("error = %v, want ErrNoShards", err)
 	}
 }
+
+// TestBalanceTarget checks the balance target on the benchmark
+// workload: max/lowerbound ≤ 1.02 for every N from 8 to 64, where the lower
+// bound is max(w_max, ceil(W/N)).
+func TestBalanceTarget(t *testing.T) {
+	ts := workload("lognormal", benchTenants, benchSeed)
+	for n := 8; n <= 64; n++ {
+		a, err := Assign(ts, Range(n), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mx, _, lower := measure(a.Tenants, ts, Range(n))
+		if r := float64(mx) / lower; r > 1.02 {
+			t.Errorf("N=%d: max/lowerbound = %.4f > 1.02", n, r)
+		}
+	}
+}
+
+// TestResizeTarget checks the movement target on the benchmark
+// workload: on 16→17 shards the weight moved is at most 1.3 times the
+// optimal 1/17.
+func TestResizeTarget(t *testing.T) {
+	ts := workload("lognormal", benchTenants, benchSeed)
+	total, _ := totalWeight(ts)
+	a, _ := Assign(ts, Range(16), Options{})
+	b, _ := Assign(ts, Range(17), Options{})
+	if r := float64(movedWeight(a.Tenants, b.Tenants, ts)) / float64(total) * 17; r > 1.3 {
+		t.Errorf("16→17: moved/optimal = %.3f > 1.3", r)
+	}
+}
