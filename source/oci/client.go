@@ -1,0 +1,141 @@
+package oci
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
+
+	"github.com/cozystack/cozy-aio/source"
+)
+
+// ErrLayerNotFound means the manifest has no layer of the selected media type.
+var ErrLayerNotFound = errors.New("no layer matches the selector")
+
+// repository opens an oras-go client for url ("oci://host/repo" or
+// "host/repo") with the options' transport and credentials.
+func repository(repoURL string, opts Options) (*remote.Repository, error) {
+	ref := strings.TrimPrefix(repoURL, "oci://")
+	repo, err := remote.NewRepository(ref)
+	if err != nil {
+		return nil, fmt.Errorf("oci %s: %w", repoURL, err)
+	}
+	repo.PlainHTTP = opts.Insecure
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if opts.TLSConfig != nil {
+		tr.TLSClientConfig = opts.TLSConfig.Clone()
+	}
+	if opts.ProxyURL != "" {
+		pu, err := url.Parse(opts.ProxyURL)
+		if err != nil {
+			return nil, fmt.Errorf("proxy URL: %w", err)
+		}
+		tr.Proxy = http.ProxyURL(pu)
+	}
+	creds, err := parseDockerConfig(opts.DockerConfigJSON)
+	if err != nil {
+		return nil, fmt.Errorf("oci %s: %w", repoURL, err)
+	}
+	repo.Client = &auth.Client{
+		Client: &http.Client{Transport: tr},
+		Cache:  auth.NewCache(),
+		Credential: func(_ context.Context, host string) (auth.Credential, error) {
+			return creds[host], nil
+		},
+	}
+	return repo, nil
+}
+
+// parseDockerConfig reads the "auths" of a docker config.json into
+// credentials per host:port. Keys may be URLs ("https://host/v1/").
+func parseDockerConfig(b []byte) (map[string]auth.Credential, error) {
+	creds := map[string]auth.Credential{}
+	if len(b) == 0 {
+		return creds, nil
+	}
+	var cfg struct {
+		Auths map[string]struct {
+			Auth          string `json:"auth"`
+			Username      string `json:"username"`
+			Password      string `json:"password"`
+			IdentityToken string `json:"identitytoken"`
+			RegistryToken string `json:"registrytoken"`
+		} `json:"auths"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("%w: docker config JSON: %w", source.ErrAuth, err)
+	}
+	for key, a := range cfg.Auths {
+		c := auth.Credential{Username: a.Username, Password: a.Password, RefreshToken: a.IdentityToken, AccessToken: a.RegistryToken}
+		if a.Auth != "" {
+			dec, err := base64.StdEncoding.DecodeString(a.Auth)
+			user, pass, ok := strings.Cut(string(dec), ":")
+			if err != nil || !ok {
+				return nil, fmt.Errorf("%w: docker config JSON: malformed auth for %s", source.ErrAuth, key)
+			}
+			c.Username, c.Password = user, pass
+		}
+		creds[registryHost(key)] = c
+	}
+	return creds, nil
+}
+
+func registryHost(key string) string {
+	if strings.Contains(key, "://") {
+		if u, err := url.Parse(key); err == nil {
+			return u.Host
+		}
+	}
+	h, _, _ := strings.Cut(key, "/")
+	if h == "index.docker.io" || h == "docker.io" {
+		return "registry-1.docker.io"
+	}
+	return h
+}
+
+// classify wraps err with the source error a caller branches on.
+func classify(ctx context.Context, repoURL string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var kind error
+	var resp *errcode.ErrorResponse
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	var certErr *x509.UnknownAuthorityError
+	var recErr tls.RecordHeaderError
+	switch {
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("oci %s: %w", repoURL, err)
+	case errors.As(err, &resp) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden),
+		errors.Is(err, auth.ErrBasicCredentialNotFound):
+		kind = source.ErrAuth
+	case errors.Is(err, errdef.ErrNotFound), errors.As(err, &resp) && resp.StatusCode == http.StatusNotFound:
+		kind = source.ErrRefNotFound
+	case errors.Is(err, content.ErrMismatchedDigest), errors.Is(err, content.ErrInvalidDescriptorSize),
+		errors.Is(err, content.ErrTrailingData), errors.Is(err, source.ErrDigestMismatch):
+		kind = source.ErrDigestMismatch
+	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &certErr), errors.As(err, &recErr),
+		errors.Is(err, context.DeadlineExceeded), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		kind = source.ErrUnreachable
+	default:
+		return fmt.Errorf("oci %s: %w", repoURL, err)
+	}
+	if errors.Is(err, kind) {
+		return fmt.Errorf("oci %s: %w", repoURL, err)
+	}
+	return fmt.Errorf("oci %s: %w: %w", repoURL, kind, err)
+}

@@ -1,0 +1,77 @@
+package oci
+
+import (
+	"crypto/tls"
+	"time"
+)
+
+// Ref selects the manifest. Digest wins over SemVer, which wins over Tag,
+// as in Flux's OCIRepository. The zero Ref is the tag "latest".
+type Ref struct {
+	// Tag is a tag, e.g. "v1.0.0".
+	Tag string
+	// SemVer is a range over the tags; the highest matching tag wins.
+	// Tags with "_" in place of "+" (as Helm pushes them) are understood.
+	SemVer string
+	// Digest pins the manifest, "sha256:<hex>".
+	Digest string
+}
+
+// Operation says what to do with the selected layer.
+type Operation string
+
+const (
+	// Extract unpacks the layer (a tar.gz) and archives the tree again,
+	// applying ignore patterns. It is the default.
+	Extract Operation = "extract"
+	// Copy stores the layer blob as it is.
+	Copy Operation = "copy"
+)
+
+// LayerSelector picks one layer of the manifest.
+type LayerSelector struct {
+	// MediaType selects the first layer of this media type. Default: the
+	// first layer, whatever its type.
+	MediaType string
+	// Operation is Extract or Copy. Default: Extract.
+	Operation Operation
+}
+
+// Options configures Resolve, Pull and Fetch. The zero value pulls the tag
+// "latest" anonymously over HTTPS and extracts its first layer.
+type Options struct {
+	// Ref selects the manifest. Default: tag "latest".
+	Ref Ref
+	// Layer selects the layer and the operation. Default: first layer,
+	// extracted.
+	Layer LayerSelector
+	// DockerConfigJSON is a docker config.json ({"auths": {...}}), as in a
+	// kubernetes.io/dockerconfigjson Secret. Default: anonymous.
+	DockerConfigJSON []byte
+	// Insecure allows plain HTTP, for local registries. Default: HTTPS only.
+	Insecure bool
+	// TLSConfig customises HTTPS (CA bundle, client certificates,
+	// InsecureSkipVerify). Default: the system roots.
+	TLSConfig *tls.Config
+	// ProxyURL is an HTTP(S) proxy. Default: the HTTPS_PROXY/HTTP_PROXY
+	// environment.
+	ProxyURL string
+	// Timeout bounds the whole operation. Default: 60s.
+	Timeout time.Duration
+	// LastRevision is the revision of the artifact the caller holds. Fetch
+	// skips the pull when the registry still resolves to it.
+	LastRevision string
+	// Ignore holds extra .gitignore-syntax patterns applied when the
+	// layer is extracted. Default: none.
+	Ignore []string
+	// MaxSize limits what an extracted layer may unpack to. Default:
+	// source.DefaultMaxSize.
+	MaxSize int64
+}
+
+func (o Options) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return 60 * time.Second
+	}
+	return o.Timeout
+}
