@@ -40,6 +40,7 @@ type Placement struct {
 	seeds   []uint64
 	entries []entry
 	tenants map[string]slot
+	prefs   map[string][]int32 // ranking heads of tenants that spilled
 	load    []int
 	total   int
 	cap     int
@@ -68,6 +69,7 @@ func newPlacement(tenants []Tenant, shards []int, opts Options, index bool) (*Pl
 	}
 	if index {
 		p.tenants = make(map[string]slot, len(tenants))
+		p.prefs = map[string][]int32{}
 	}
 	for _, t := range tenants {
 		if t.Weight < 0 {
@@ -117,6 +119,9 @@ func (p *Placement) setShards(ids []int) error {
 	p.newLoad = make([]int, len(ids))
 	p.oldLoad = make([]int, len(ids))
 	p.cap = capacity(p.total, len(ids), p.factor)
+	if p.prefs != nil {
+		clear(p.prefs)
+	}
 	for i := range p.entries {
 		p.rank(&p.entries[i])
 	}
@@ -176,6 +181,20 @@ func (p *Placement) place(e *entry, load []int) int32 {
 	if load[e.top]+w <= p.cap {
 		return e.top
 	}
+	if p.prefs != nil {
+		// An updatable placement replays the same spilled tenants again and
+		// again, so it keeps the head of their ranking.
+		pref := p.prefs[e.id]
+		if pref == nil {
+			pref = p.ranking(e.h)
+			p.prefs[e.id] = pref
+		}
+		for _, i := range pref[1:] {
+			if load[i]+w <= p.cap {
+				return i
+			}
+		}
+	}
 	// The first shard with room in ranking order is the best-scored shard
 	// among those with room, so one pass finds it without sorting.
 	fit, least := -1, -1
@@ -196,6 +215,28 @@ func (p *Placement) place(e *entry, load []int) int32 {
 		return int32(fit)
 	}
 	return int32(least)
+}
+
+// prefLen is how much of a spilled tenant's ranking a Placement keeps.
+const prefLen = 16
+
+// ranking returns the indexes of the prefLen best-ranked shards for hash h,
+// best first.
+func (p *Placement) ranking(h uint64) []int32 {
+	idx := make([]int32, len(p.seeds))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if a == b {
+			return 0
+		}
+		if ranksBelow(score(h, p.seeds[a]), int(a), score(h, p.seeds[b]), int(b)) {
+			return 1
+		}
+		return -1
+	})
+	return idx[:min(prefLen, len(idx)):min(prefLen, len(idx))]
 }
 
 // ranksBelow reports whether shard i with score v ranks after shard j with

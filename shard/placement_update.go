@@ -56,6 +56,7 @@ func (p *Placement) Remove(id string) []Move {
 	a := p.index(entry{id: id, h: tenantHash(id), w: old.w})
 	p.entries = slices.Delete(p.entries, a, a+1)
 	delete(p.tenants, id)
+	delete(p.prefs, id)
 	p.total -= old.w
 	moves := []Move{{Tenant: id, Weight: old.w, From: p.ids[old.at], To: -1}}
 	p.update(change{lo: a, hi: a - 1, idx: -1, oldW: old.w, oldAt: old.at}, &moves)
