@@ -1,0 +1,326 @@
+package apply
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DefaultOwnerLabelPrefix is the prefix of the owner labels when
+// Owner.LabelPrefix is empty. It is Flux's, so objects applied by Flux keep
+// their owner.
+const DefaultOwnerLabelPrefix = "kustomize.toolkit.fluxcd.io"
+
+// Owner identifies who applies a set of objects, for example a
+// Kustomization. Apply labels every object with <prefix>/name and
+// <prefix>/namespace, and Prune deletes only objects that carry exactly
+// these labels, so an object that another inventory owns is never pruned.
+type Owner struct {
+	// LabelPrefix is the label key prefix. Default: DefaultOwnerLabelPrefix.
+	LabelPrefix string
+	Name        string
+	Namespace   string
+}
+
+// Labels returns the owner labels, or nil when the owner has no name.
+func (o Owner) Labels() map[string]string {
+	if o.Name == "" {
+		return nil
+	}
+	p := o.LabelPrefix
+	if p == "" {
+		p = DefaultOwnerLabelPrefix
+	}
+	return map[string]string{p + "/name": o.Name, p + "/namespace": o.Namespace}
+}
+
+// ApplyOptions configures one Apply. The zero value works.
+type ApplyOptions struct {
+	// Owner labels every object. Default: no owner labels.
+	Owner Owner
+	// ImmutablePolicy is what to do when an update is rejected because it
+	// changes an immutable field. Default: ImmutableFail.
+	ImmutablePolicy ImmutablePolicy
+	// KindPolicies overrides ImmutablePolicy per kind, for example
+	// {Group: "batch", Kind: "Job"}: ImmutableRecreate. The annotation
+	// ImmutablePolicyAnnotation on an object overrides both. Default: none.
+	KindPolicies map[schema.GroupKind]ImmutablePolicy
+	// WaitTimeout bounds the wait for CRDs to be established and for
+	// objects to be deleted before they are re-created. Default: 60s.
+	WaitTimeout time.Duration
+}
+
+// stage numbers: CRDs and Namespaces first, then class-like objects, then
+// everything else.
+const (
+	stageDefinitions = iota
+	stageClasses
+	stageRest
+	stageCount
+)
+
+func stageOf(u *unstructured.Unstructured) int {
+	switch {
+	case ssautils.IsCRD(u) || ssautils.IsNamespace(u):
+		return stageDefinitions
+	case ssautils.IsClassDefinition(u):
+		return stageClasses
+	}
+	return stageRest
+}
+
+// Stages splits objs into the three apply stages, keeping their order.
+func Stages(objs []*unstructured.Unstructured) [3][]*unstructured.Unstructured {
+	var s [3][]*unstructured.Unstructured
+	for _, o := range objs {
+		i := stageOf(o)
+		s[i] = append(s[i], o)
+	}
+	return s
+}
+
+// Apply server-side applies objs with force-conflicts, in stages:
+//  1. CustomResourceDefinitions and Namespaces, then it waits until the
+//     CRDs are established;
+//  2. class-like objects (StorageClass, IngressClass, PriorityClass,
+//     RuntimeClass: any kind whose name ends in "Class");
+//  3. everything else.
+//
+// So one set that holds a CRD and custom resources of it applies in one
+// call. Objects of a stage are written concurrently. Apply returns a Change
+// for every object it handled; when some objects fail it still applies the
+// rest of their stage, returns the errors joined, and stops before the next
+// stage. The objects passed in are not modified.
+func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) (ChangeSet, error) {
+	if opts.WaitTimeout == 0 {
+		opts.WaitTimeout = 60 * time.Second
+	}
+	if err := validateObjects(objs); err != nil {
+		return ChangeSet{}, err
+	}
+	var cs ChangeSet
+	for i, stage := range Stages(objs) {
+		if len(stage) == 0 {
+			continue
+		}
+		changes, err := a.applyStage(ctx, stage, opts)
+		cs.Changes = append(cs.Changes, changes...)
+		if err != nil {
+			return cs, err
+		}
+		if i == stageDefinitions {
+			if err := a.waitForCRDs(ctx, stage, opts.WaitTimeout); err != nil {
+				return cs, err
+			}
+		}
+	}
+	return cs, nil
+}
+
+func validateObjects(objs []*unstructured.Unstructured) error {
+	var errs []error
+	seen := make(map[ObjectRef]bool, len(objs))
+	for i, o := range objs {
+		ref := RefOf(o)
+		switch {
+		case o.GetAPIVersion() == "" || o.GetKind() == "":
+			errs = append(errs, fmt.Errorf("object %d (%s): apiVersion and kind are required", i, ref))
+		case o.GetName() == "":
+			errs = append(errs, fmt.Errorf("object %d (%s): metadata.name is required", i, ref))
+		case seen[ref.key()]:
+			errs = append(errs, fmt.Errorf("%s: the object appears twice in the set", ref))
+		}
+		seen[ref.key()] = true
+	}
+	return errors.Join(errs...)
+}
+
+// applyStage applies objs concurrently and returns their changes in input
+// order, leaving out the objects that failed.
+func (a *Applier) applyStage(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) ([]Change, error) {
+	changes := make([]Change, len(objs))
+	errs := make([]error, len(objs))
+	sem := make(chan struct{}, a.opts.Concurrency)
+	var wg sync.WaitGroup
+	ownerLabels := opts.Owner.Labels()
+	for i, o := range objs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			changes[i], errs[i] = a.applyOne(ctx, withLabels(o, ownerLabels), opts)
+		}()
+	}
+	wg.Wait()
+	out := changes[:0]
+	for i := range changes {
+		if errs[i] == nil {
+			out = append(out, changes[i])
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// withLabels returns o with extra labels, copying only the maps it changes.
+func withLabels(o *unstructured.Unstructured, extra map[string]string) *unstructured.Unstructured {
+	if len(extra) == 0 {
+		return o
+	}
+	obj := make(map[string]any, len(o.Object))
+	for k, v := range o.Object {
+		obj[k] = v
+	}
+	md, _ := o.Object["metadata"].(map[string]any)
+	newMD := make(map[string]any, len(md)+1)
+	for k, v := range md {
+		newMD[k] = v
+	}
+	labels := map[string]any{}
+	if old, ok := md["labels"].(map[string]any); ok {
+		for k, v := range old {
+			labels[k] = v
+		}
+	}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	newMD["labels"] = labels
+	obj["metadata"] = newMD
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// applyOne applies one object. It writes nothing when the Cache proves the
+// write would change nothing.
+func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, opts ApplyOptions) (Change, error) {
+	ref := RefOf(o)
+	m, err := a.mapping(ref)
+	if err != nil {
+		return Change{}, err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace && ref.Namespace == "" {
+		return Change{}, fmt.Errorf("%s: namespace not specified for a namespaced kind", ref)
+	}
+	if m.Scope.Name() != meta.RESTScopeNameNamespace && ref.Namespace != "" {
+		o = o.DeepCopy()
+		o.SetNamespace("")
+		ref.Namespace = ""
+	}
+	ssautils.RemoveCABundleFromCRD(o)
+	body, err := json.Marshal(o.Object)
+	if err != nil {
+		return Change{}, fmt.Errorf("%s: encoding: %w", ref, err)
+	}
+	sum := sha256.Sum256(append([]byte(a.identity+"\x00"), body...))
+	prev := liveState{}
+	if a.opts.Cache != nil {
+		prev = a.opts.Cache.lookup(m.Resource, ref, sum)
+		if prev.unchanged {
+			return Change{Object: ref, Action: Unchanged}, nil
+		}
+	}
+	if !prev.known {
+		if prev, err = a.getMeta(ctx, m, ref); err != nil {
+			return Change{}, err
+		}
+	}
+	code, rv, err := a.patch(ctx, m, ref, body)
+	detail := ""
+	if err != nil {
+		if !isImmutable(err) {
+			return Change{}, a.describe(ref, "apply", err)
+		}
+		if code, rv, detail, err = a.handleImmutable(ctx, m, ref, o, body, err, opts); err != nil {
+			return Change{}, err
+		}
+	}
+	if a.opts.Cache != nil {
+		a.opts.Cache.record(m.Resource, ref, sum, rv)
+	}
+	action := Configured
+	switch {
+	case code == http.StatusCreated:
+		action = Created
+	case prev.exists && rv == prev.resourceVersion:
+		action = Unchanged
+	}
+	return Change{Object: ref, Action: action, Detail: detail}, nil
+}
+
+// liveState is what is known of an object on the server before a write.
+type liveState struct {
+	known           bool // false: ask the API server
+	exists          bool
+	resourceVersion string
+	unchanged       bool // the write would change nothing
+}
+
+type objectMeta struct {
+	Metadata struct {
+		ResourceVersion   string            `json:"resourceVersion"`
+		UID               types.UID         `json:"uid"`
+		Labels            map[string]string `json:"labels"`
+		Annotations       map[string]string `json:"annotations"`
+		DeletionTimestamp *string           `json:"deletionTimestamp"`
+		Finalizers        []string          `json:"finalizers"`
+	} `json:"metadata"`
+}
+
+const metadataAccept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+// getMeta reads the metadata of an object, or reports that it is absent.
+func (a *Applier) getMeta(ctx context.Context, m *meta.RESTMapping, ref ObjectRef) (liveState, error) {
+	om, err := a.getObjectMeta(ctx, m, ref)
+	if err != nil {
+		if isNotFound(err) {
+			return liveState{known: true}, nil
+		}
+		return liveState{}, a.describe(ref, "get", err)
+	}
+	return liveState{known: true, exists: true, resourceVersion: om.Metadata.ResourceVersion}, nil
+}
+
+func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref ObjectRef) (*objectMeta, error) {
+	raw, err := a.rest.Get().AbsPath(objectPath(m, ref)).SetHeader("Accept", metadataAccept).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var om objectMeta
+	if err := json.Unmarshal(raw, &om); err != nil {
+		return nil, fmt.Errorf("%s: decoding the metadata: %w", ref, err)
+	}
+	return &om, nil
+}
+
+// patch sends one server-side apply with force-conflicts and returns the
+// HTTP status code and the new resourceVersion.
+func (a *Applier) patch(ctx context.Context, m *meta.RESTMapping, ref ObjectRef, body []byte) (int, string, error) {
+	var code int
+	raw, err := a.rest.Patch(types.ApplyPatchType).
+		AbsPath(objectPath(m, ref)).
+		Param("fieldManager", a.opts.FieldManager).
+		Param("force", "true").
+		SetHeader("Accept", metadataAccept).
+		Body(body).
+		Do(ctx).
+		StatusCode(&code).
+		Raw()
+	if err != nil {
+		return code, "", err
+	}
+	var om objectMeta
+	if err := json.Unmarshal(raw, &om); err != nil {
+		return code, "", fmt.Errorf("%s: decoding the apply response: %w", ref, err)
+	}
+	return code, om.Metadata.ResourceVersion, nil
+}

@@ -1,0 +1,234 @@
+package apply
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/krusty"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// BuildOptions configures Build. The zero value works.
+type BuildOptions struct {
+	// AllowRemoteBases lets a kustomization reference remote bases and
+	// resources (Git repositories or HTTP URLs). Default: false, and such a
+	// reference is an error naming the kustomization file.
+	AllowRemoteBases bool
+	// MaxBytes bounds the total size of the files read from the directory.
+	// Default: 64 MiB.
+	MaxBytes int64
+}
+
+// Build runs kustomize (krusty) on dir and returns the objects it renders.
+//
+// When dir has no kustomization file, Build generates one over every
+// manifest below dir, as Flux does: each subdirectory that has its own
+// kustomization file is one resource, and so is each .yaml or .yml file that
+// holds Kubernetes objects; files that hold none are ignored.
+//
+// Build reads the directory into memory first, so a kustomization can never
+// load a file outside dir, and dir is never written.
+func Build(ctx context.Context, dir string, opts BuildOptions) ([]*unstructured.Unstructured, error) {
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = 64 << 20
+	}
+	mem, err := loadDir(ctx, dir, opts.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	if !hasKustomization(mem, "/") {
+		if err := generateKustomization(mem, "/"); err != nil {
+			return nil, fmt.Errorf("generating a kustomization for %s: %w", dir, err)
+		}
+	}
+	if !opts.AllowRemoteBases {
+		if err := checkNoRemote(mem, "/", map[string]bool{}); err != nil {
+			return nil, fmt.Errorf("building %s: %w", dir, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resMap, err := k.Run(mem, "/")
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build of %s: %w", dir, err)
+	}
+	out := make([]*unstructured.Unstructured, 0, resMap.Size())
+	for _, res := range resMap.Resources() {
+		m, err := res.Map()
+		if err != nil {
+			return nil, fmt.Errorf("kustomize build of %s: %s: %w", dir, res.CurId(), err)
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
+
+// loadDir copies the regular files below dir into an in-memory file system
+// rooted at "/". Symlinks and .git are skipped.
+func loadDir(ctx context.Context, dir string, maxBytes int64) (filesys.FileSystem, error) {
+	mem := filesys.MakeFsInMemory()
+	var total int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		target := path.Join("/", filepath.ToSlash(rel))
+		switch {
+		case d.IsDir() && d.Name() == ".git":
+			return filepath.SkipDir
+		case d.IsDir():
+			return mem.MkdirAll(target)
+		case !d.Type().IsRegular():
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if total += int64(len(data)); total > maxBytes {
+			return fmt.Errorf("%s: the directory holds more than %d bytes", dir, maxBytes)
+		}
+		return mem.WriteFile(target, data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	return mem, nil
+}
+
+func kustomizationFile(fsys filesys.FileSystem, dir string) string {
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		if p := path.Join(dir, name); fsys.Exists(p) && !fsys.IsDir(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func hasKustomization(fsys filesys.FileSystem, dir string) bool {
+	return kustomizationFile(fsys, dir) != ""
+}
+
+// generateKustomization writes dir/kustomization.yaml listing every
+// manifest below dir.
+func generateKustomization(fsys filesys.FileSystem, dir string) error {
+	var resources []string
+	var walk func(d string) error
+	walk = func(d string) error {
+		entries, err := fsys.ReadDir(d)
+		if err != nil {
+			return err
+		}
+		slices.Sort(entries)
+		for _, name := range entries {
+			p := path.Join(d, name)
+			rel := strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
+			switch {
+			case fsys.IsDir(p) && hasKustomization(fsys, p):
+				resources = append(resources, rel)
+			case fsys.IsDir(p):
+				if err := walk(p); err != nil {
+					return err
+				}
+			case strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"):
+				ok, err := holdsObjects(fsys, p)
+				if err != nil {
+					return err
+				}
+				if ok {
+					resources = append(resources, rel)
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(dir); err != nil {
+		return err
+	}
+	k := kusttypes.Kustomization{
+		TypeMeta:  kusttypes.TypeMeta{APIVersion: kusttypes.KustomizationVersion, Kind: kusttypes.KustomizationKind},
+		Resources: resources,
+	}
+	data, err := yaml.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return fsys.WriteFile(path.Join(dir, konfig.DefaultKustomizationFileName()), data)
+}
+
+// holdsObjects reports whether the YAML file p holds at least one
+// Kubernetes object. YAML that does not parse is an error naming the file.
+func holdsObjects(fsys filesys.FileSystem, p string) (bool, error) {
+	data, err := fsys.ReadFile(p)
+	if err != nil {
+		return false, err
+	}
+	objs, err := decodeObjects(bytes.NewReader(data))
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", strings.TrimPrefix(p, "/"), err)
+	}
+	return len(objs) > 0, nil
+}
+
+// ReadObjects decodes a stream of YAML or JSON documents into objects.
+// Documents without apiVersion and kind are ignored, and a List is
+// flattened. Source names the stream in errors (a file name, for example).
+func ReadObjects(r io.Reader, source string) ([]*unstructured.Unstructured, error) {
+	objs, err := decodeObjects(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return objs, nil
+}
+
+func decodeObjects(r io.Reader) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	var out []*unstructured.Unstructured
+	for doc := 1; ; doc++ {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("document %d: invalid YAML: %w", doc, err)
+		}
+		if m == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.GetAPIVersion() == "" || u.GetKind() == "" {
+			continue
+		}
+		if u.IsList() {
+			err := u.EachListItem(func(o runtimeObject) error {
+				out = append(out, o.(*unstructured.Unstructured))
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("document %d: %w", doc, err)
+			}
+			continue
+		}
+		out = append(out, u)
+	}
+}

@@ -1,0 +1,91 @@
+package apply
+
+import (
+	"strings"
+)
+
+// Action is what Apply or Prune did to one object.
+type Action string
+
+// The actions of a ChangeSet.
+const (
+	// Created: the object did not exist and was created.
+	Created Action = "created"
+	// Configured: the object existed and the write changed it (this
+	// includes a drift correction and a re-creation after an immutable-field
+	// change; Change.Detail says which).
+	Configured Action = "configured"
+	// Unchanged: the object already matched; nothing was written.
+	Unchanged Action = "unchanged"
+	// Deleted: the object was pruned.
+	Deleted Action = "deleted"
+	// Skipped: the object was left alone; Change.Detail says why.
+	Skipped Action = "skipped"
+)
+
+// Change is the action taken on one object.
+type Change struct {
+	Object ObjectRef
+	Action Action
+	// Detail explains a Skipped action or a re-creation; empty otherwise.
+	Detail string
+}
+
+// String returns "Kind/namespace/name action" and the detail, if any.
+func (c Change) String() string {
+	s := c.Object.String() + " " + string(c.Action)
+	if c.Detail != "" {
+		s += " (" + c.Detail + ")"
+	}
+	return s
+}
+
+// ChangeSet is the result of Apply or Prune: one Change per object, in the
+// order the objects were handled (stage by stage, then input order).
+type ChangeSet struct {
+	Changes []Change
+}
+
+// Count returns how many changes have action a.
+func (cs ChangeSet) Count(a Action) int {
+	n := 0
+	for _, c := range cs.Changes {
+		if c.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// Changed reports whether any object was created, configured or deleted.
+func (cs ChangeSet) Changed() bool {
+	for _, c := range cs.Changes {
+		switch c.Action {
+		case Created, Configured, Deleted:
+			return true
+		}
+	}
+	return false
+}
+
+// Inventory returns the inventory of the objects the change set applied:
+// everything except deleted objects.
+func (cs ChangeSet) Inventory() Inventory {
+	refs := make([]ObjectRef, 0, len(cs.Changes))
+	for _, c := range cs.Changes {
+		if c.Action != Deleted {
+			refs = append(refs, c.Object)
+		}
+	}
+	return NewInventory(refs...)
+}
+
+// String returns one line per change.
+func (cs ChangeSet) String() string {
+	var b strings.Builder
+	for _, c := range cs.Changes {
+		b.WriteString(c.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -1,0 +1,62 @@
+package apply
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Inventory is the set of objects one owner (for example a Kustomization)
+// applied, sorted and without duplicates. The zero value is empty.
+type Inventory struct {
+	Entries []ObjectRef
+}
+
+// NewInventory returns the inventory of refs. When one object appears with
+// several versions, the last one wins.
+func NewInventory(refs ...ObjectRef) Inventory {
+	byKey := make(map[ObjectRef]ObjectRef, len(refs))
+	for _, r := range refs {
+		byKey[r.key()] = r
+	}
+	entries := make([]ObjectRef, 0, len(byKey))
+	for _, r := range byKey {
+		entries = append(entries, r)
+	}
+	slices.SortFunc(entries, compareRefs)
+	return Inventory{Entries: entries}
+}
+
+func compareRefs(a, b ObjectRef) int {
+	return cmp.Or(
+		cmp.Compare(a.Group, b.Group),
+		cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Namespace, b.Namespace),
+		cmp.Compare(a.Name, b.Name),
+		cmp.Compare(a.Version, b.Version),
+	)
+}
+
+// Contains reports whether the inventory holds r, whatever its version.
+func (inv Inventory) Contains(r ObjectRef) bool {
+	_, found := slices.BinarySearchFunc(inv.Entries, r.key(), func(e, k ObjectRef) int {
+		return compareRefs(e.key(), k)
+	})
+	return found
+}
+
+// Stale returns the entries of inv that next no longer holds: the objects
+// to prune after moving from inv to next. An object that only changed its
+// API version is not stale.
+func (inv Inventory) Stale(next Inventory) []ObjectRef {
+	keep := make(map[ObjectRef]struct{}, len(next.Entries))
+	for _, r := range next.Entries {
+		keep[r.key()] = struct{}{}
+	}
+	var stale []ObjectRef
+	for _, r := range inv.Entries {
+		if _, ok := keep[r.key()]; !ok {
+			stale = append(stale, r)
+		}
+	}
+	return stale
+}
