@@ -1,0 +1,421 @@
+package helm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// DefaultTimeout bounds an action when no Timeout is set.
+const DefaultTimeout = 5 * time.Minute
+
+// DefaultMaxHistory is how many revisions are kept when MaxHistory is 0.
+const DefaultMaxHistory = 5
+
+// Wait is how an action waits for the release's objects.
+type Wait string
+
+// Wait strategies.
+const (
+	// WaitKStatus waits with kstatus through Helm's event-driven watcher
+	// until every object is Current. The default.
+	WaitKStatus Wait = ""
+	// WaitNone waits for hooks only.
+	WaitNone Wait = "none"
+)
+
+func (w Wait) strategy() kube.WaitStrategy {
+	if w == WaitNone {
+		return kube.HookOnlyStrategy
+	}
+	return kube.StatusWatcherStrategy
+}
+
+// Spec is what a release is asked to be. The zero value of each field is
+// its default.
+type Spec struct {
+	// Chart is where the chart comes from. Required.
+	Chart Chart
+	// Values are layers merged over the chart's defaults, later layers
+	// winning (see MergeValues). Default: the chart's defaults.
+	Values []map[string]any
+	// Timeout bounds the action, its waits and hooks. Default: DefaultTimeout.
+	Timeout time.Duration
+	// Wait is how to wait for the objects. Default: WaitKStatus.
+	Wait Wait
+	// WaitForJobs also waits for Jobs to complete. Default: false.
+	WaitForJobs bool
+	// DisableHooks skips the chart's hooks. Default: false.
+	DisableHooks bool
+	// DisableSchemaValidation skips the chart's values.schema.json.
+	// Default: false.
+	DisableSchemaValidation bool
+	// MaxHistory is how many revisions to keep. Negative: all.
+	// Default: DefaultMaxHistory.
+	MaxHistory int
+}
+
+func (s Spec) timeout() time.Duration {
+	if s.Timeout > 0 {
+		return s.Timeout
+	}
+	return DefaultTimeout
+}
+
+func maxHistory(n int) int {
+	switch {
+	case n < 0:
+		return 0
+	case n == 0:
+		return DefaultMaxHistory
+	}
+	return n
+}
+
+func (s *session) waitOptions() []kube.WaitOption {
+	return []kube.WaitOption{kube.WithWaitContext(s.ctx)}
+}
+
+// InstallOptions configures Install.
+type InstallOptions struct {
+	Spec
+	// CRDs is the policy for the chart's crds/ directory. Default: CRDCreate.
+	CRDs CRDPolicy
+	// CreateNamespace creates the release namespace. Default: false.
+	CreateNamespace bool
+}
+
+// UpgradeOptions configures Upgrade.
+type UpgradeOptions struct {
+	Spec
+	// CRDs is the policy for the chart's crds/ directory. Default: CRDSkip.
+	CRDs CRDPolicy
+	// CleanupOnFail deletes objects created by a failed upgrade. Default: false.
+	CleanupOnFail bool
+	// Force replaces objects that cannot be patched. Default: false.
+	Force bool
+}
+
+// RollbackOptions configures Rollback.
+type RollbackOptions struct {
+	// Revision to roll back to. Default: the last deployed revision, else
+	// the previous one.
+	Revision int
+	// Timeout bounds the rollback. Default: DefaultTimeout.
+	Timeout time.Duration
+	// Wait is how to wait for the objects. Default: WaitKStatus.
+	Wait Wait
+	// WaitForJobs also waits for Jobs. Default: false.
+	WaitForJobs bool
+	// DisableHooks skips the hooks. Default: false.
+	DisableHooks bool
+	// CleanupOnFail deletes objects created by a failed rollback. Default: false.
+	CleanupOnFail bool
+	// Force replaces objects that cannot be patched. Default: false.
+	Force bool
+	// MaxHistory is how many revisions to keep. Default: DefaultMaxHistory.
+	MaxHistory int
+}
+
+// UninstallOptions configures Uninstall.
+type UninstallOptions struct {
+	// Timeout bounds the uninstall. Default: DefaultTimeout.
+	Timeout time.Duration
+	// Wait is how to wait for the objects to go. Default: WaitKStatus.
+	Wait Wait
+	// DisableHooks skips the hooks. Default: false.
+	DisableHooks bool
+	// KeepHistory keeps the release Secrets, marked uninstalled.
+	// Default: false.
+	KeepHistory bool
+}
+
+// TestOptions configures Test.
+type TestOptions struct {
+	// Timeout bounds the test hooks. Default: DefaultTimeout.
+	Timeout time.Duration
+	// Only runs only the test hooks with these names. Default: all.
+	Only []string
+}
+
+func timeoutOr(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return DefaultTimeout
+}
+
+// prepared is a loaded chart with merged values and their digest.
+type prepared struct {
+	chart  *chartv2.Chart
+	values map[string]any
+	digest string
+}
+
+func (m *Manager) prepare(ctx context.Context, s Spec) (prepared, error) {
+	ch, cd, err := m.loadChart(ctx, s.Chart)
+	if err != nil {
+		return prepared{}, err
+	}
+	vals := MergeValues(s.Values...)
+	return prepared{chart: ch, values: vals, digest: specDigest(cd, vals)}, nil
+}
+
+// Install installs a release. A release whose latest revision failed or
+// was uninstalled is replaced; a pending revision of a dead holder is
+// recovered first (see the package doc).
+func (m *Manager) Install(ctx context.Context, rel Release, o InstallOptions) (Result, error) {
+	var res Result
+	err := m.locked(ctx, rel, ActionInstall, func() error {
+		s, p, err := m.begin(ctx, rel, o.Spec, ActionInstall)
+		if err != nil {
+			return err
+		}
+		r, err := s.install(o, p)
+		res = resultOf(ActionInstall, r)
+		return err
+	})
+	return res, err
+}
+
+// Upgrade upgrades a release that has a history.
+func (m *Manager) Upgrade(ctx context.Context, rel Release, o UpgradeOptions) (Result, error) {
+	var res Result
+	err := m.locked(ctx, rel, ActionUpgrade, func() error {
+		s, p, err := m.begin(ctx, rel, o.Spec, ActionUpgrade)
+		if err != nil {
+			return err
+		}
+		r, err := s.upgrade(o, p)
+		res = resultOf(ActionUpgrade, r)
+		return err
+	})
+	return res, err
+}
+
+// begin opens a session, recovers a dead holder's pending revision and
+// loads the chart.
+func (m *Manager) begin(ctx context.Context, rel Release, spec Spec, a Action) (*session, prepared, error) {
+	s, err := m.newSession(ctx, rel, maxHistory(spec.MaxHistory))
+	if err != nil {
+		return nil, prepared{}, wrap(rel, a, err)
+	}
+	if _, err := s.recoverPending(remedyOptions(spec)); err != nil {
+		return nil, prepared{}, err
+	}
+	p, err := m.prepare(ctx, spec)
+	if err != nil {
+		return nil, prepared{}, wrap(rel, a, err)
+	}
+	return s, p, nil
+}
+
+func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, error) {
+	h, err := s.history()
+	if err != nil {
+		return nil, wrap(s.rel, ActionInstall, err)
+	}
+	replace := false
+	if l := h.latest(); l != nil {
+		st := statusOf(l)
+		if h.deployed() != nil || (st != rcommon.StatusFailed && st != rcommon.StatusUninstalled && st != rcommon.StatusSuperseded) {
+			return nil, wrap(s.rel, ActionInstall, fmt.Errorf("release exists with status %s (revision %d); upgrade it instead", st, l.Version))
+		}
+		replace = true // "has no deployed releases": install over the failed history
+	}
+	var out *releasev1.Release
+	err = s.step(ActionInstall, func() error {
+		if err := s.applyCRDs(p.chart, o.CRDs.or(CRDCreate), o.timeout()); err != nil {
+			return err
+		}
+		in := action.NewInstall(s.cfg)
+		in.ReleaseName, in.Namespace = s.rel.Name, s.rel.namespace()
+		in.ServerSideApply, in.ForceConflicts = true, true
+		in.Timeout, in.WaitStrategy, in.WaitOptions = o.timeout(), o.Wait.strategy(), s.waitOptions()
+		in.WaitForJobs, in.DisableHooks = o.WaitForJobs, o.DisableHooks
+		in.SkipCRDs = true // applyCRDs did it, by policy
+		in.SkipSchemaValidation = o.DisableSchemaValidation
+		in.CreateNamespace = o.CreateNamespace
+		in.Replace = replace
+		in.Labels = map[string]string{LabelDigest: p.digest}
+		r, err := in.Run(p.chart, p.values)
+		out, _ = r.(*releasev1.Release)
+		return err
+	})
+	return out, err
+}
+
+func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, error) {
+	var out *releasev1.Release
+	err := s.step(ActionUpgrade, func() error {
+		if err := s.applyCRDs(p.chart, o.CRDs.or(CRDSkip), o.timeout()); err != nil {
+			return err
+		}
+		up := action.NewUpgrade(s.cfg)
+		up.Namespace = s.rel.namespace()
+		up.ServerSideApply, up.ForceConflicts = "true", true
+		up.Timeout, up.WaitStrategy, up.WaitOptions = o.timeout(), o.Wait.strategy(), s.waitOptions()
+		up.WaitForJobs, up.DisableHooks = o.WaitForJobs, o.DisableHooks
+		up.SkipCRDs = true
+		up.SkipSchemaValidation = o.DisableSchemaValidation
+		up.MaxHistory = maxHistory(o.MaxHistory)
+		up.CleanupOnFail, up.ForceReplace = o.CleanupOnFail, o.Force
+		up.ResetValues = true // the caller's layers are the whole truth
+		up.Labels = map[string]string{LabelDigest: p.digest}
+		r, err := up.Run(s.rel.Name, p.chart, p.values)
+		out, _ = r.(*releasev1.Release)
+		if errors.Is(err, errNoDeployed) {
+			return fmt.Errorf("%w: %w", ErrReleaseNotFound, err)
+		}
+		return err
+	})
+	if out == nil {
+		out = s.latest()
+	}
+	return out, err
+}
+
+// latest reads the newest revision, for results after a failed action.
+func (s *session) latest() *releasev1.Release {
+	h, err := s.history()
+	if err != nil {
+		return nil
+	}
+	return h.latest()
+}
+
+// Rollback rolls a release back.
+func (m *Manager) Rollback(ctx context.Context, rel Release, o RollbackOptions) (Result, error) {
+	var res Result
+	err := m.locked(ctx, rel, ActionRollback, func() error {
+		s, err := m.newSession(ctx, rel, maxHistory(o.MaxHistory))
+		if err != nil {
+			return wrap(rel, ActionRollback, err)
+		}
+		if _, err := s.recoverPending(o); err != nil {
+			return err
+		}
+		r, err := s.rollback(o)
+		res = resultOf(ActionRollback, r)
+		return err
+	})
+	return res, err
+}
+
+func (s *session) rollback(o RollbackOptions) (*releasev1.Release, error) {
+	h, err := s.history()
+	if err != nil {
+		return nil, wrap(s.rel, ActionRollback, err)
+	}
+	if len(h) == 0 {
+		return nil, wrap(s.rel, ActionRollback, ErrReleaseNotFound)
+	}
+	rev := o.Revision
+	if rev == 0 {
+		if d := h.deployed(); d != nil && d != h.latest() {
+			rev = d.Version
+		}
+	}
+	err = s.step(ActionRollback, func() error {
+		rb := action.NewRollback(s.cfg)
+		rb.Version = rev
+		rb.ServerSideApply, rb.ForceConflicts = "true", true
+		rb.Timeout, rb.WaitStrategy, rb.WaitOptions = timeoutOr(o.Timeout), o.Wait.strategy(), s.waitOptions()
+		rb.WaitForJobs, rb.DisableHooks = o.WaitForJobs, o.DisableHooks
+		rb.CleanupOnFail, rb.ForceReplace = o.CleanupOnFail, o.Force
+		rb.MaxHistory = maxHistory(o.MaxHistory)
+		return rb.Run(s.rel.Name)
+	})
+	return s.latest(), err
+}
+
+// Uninstall uninstalls a release. A release that does not exist is not an
+// error: the Result has no revision.
+func (m *Manager) Uninstall(ctx context.Context, rel Release, o UninstallOptions) (Result, error) {
+	var res Result
+	err := m.locked(ctx, rel, ActionUninstall, func() error {
+		s, err := m.newSession(ctx, rel, 0)
+		if err != nil {
+			return wrap(rel, ActionUninstall, err)
+		}
+		// A pending revision is uninstalled whoever holds it only when its
+		// holder is dead; recoverPending says which.
+		if _, err := s.recoverPending(RollbackOptions{Timeout: o.Timeout, Wait: o.Wait, DisableHooks: o.DisableHooks}); err != nil {
+			return err
+		}
+		r, err := s.uninstall(o)
+		res = resultOf(ActionUninstall, r)
+		return err
+	})
+	return res, err
+}
+
+func (s *session) uninstall(o UninstallOptions) (*releasev1.Release, error) {
+	var out *releasev1.Release
+	err := s.step(ActionUninstall, func() error {
+		un := action.NewUninstall(s.cfg)
+		un.IgnoreNotFound = true
+		un.KeepHistory = o.KeepHistory
+		un.DisableHooks = o.DisableHooks
+		un.Timeout, un.WaitStrategy, un.WaitOptions = timeoutOr(o.Timeout), o.Wait.strategy(), s.waitOptions()
+		un.DeletionPropagation = "background"
+		resp, err := un.Run(s.rel.Name)
+		if resp != nil && o.KeepHistory {
+			out, _ = resp.Release.(*releasev1.Release)
+		}
+		return err
+	})
+	return out, err
+}
+
+// Test runs the release's test hooks.
+func (m *Manager) Test(ctx context.Context, rel Release, o TestOptions) (Result, error) {
+	var res Result
+	err := m.locked(ctx, rel, ActionTest, func() error {
+		s, err := m.newSession(ctx, rel, 0)
+		if err != nil {
+			return wrap(rel, ActionTest, err)
+		}
+		return s.step(ActionTest, func() error {
+			t := action.NewReleaseTesting(s.cfg)
+			t.Namespace = rel.namespace()
+			t.Timeout = timeoutOr(o.Timeout)
+			t.WaitOptions = s.waitOptions()
+			if len(o.Only) > 0 {
+				t.Filters[action.IncludeNameFilter] = o.Only
+			}
+			r, shutdown, err := t.Run(rel.Name)
+			if shutdown != nil {
+				_ = shutdown()
+			}
+			rv, _ := r.(*releasev1.Release)
+			res = resultOf(ActionTest, rv)
+			return err
+		})
+	})
+	return res, err
+}
+
+// Get returns the release's latest revision, with ErrReleaseNotFound when
+// it has none.
+func (m *Manager) Get(ctx context.Context, rel Release) (Result, error) {
+	s, err := m.newSession(ctx, rel, 0)
+	if err != nil {
+		return Result{}, wrap(rel, ActionNone, err)
+	}
+	h, err := s.history()
+	if err != nil {
+		return Result{}, wrap(rel, ActionNone, err)
+	}
+	if len(h) == 0 {
+		return Result{}, wrap(rel, ActionNone, ErrReleaseNotFound)
+	}
+	return resultOf(ActionNone, h.latest()), nil
+}

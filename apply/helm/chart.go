@@ -1,0 +1,209 @@
+package helm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/retry"
+)
+
+// Media types of a Helm chart in an OCI registry.
+const (
+	chartLayerMediaType       = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+	legacyChartLayerMediaType = "application/tar+gzip"
+)
+
+// maxChartSize bounds a chart archive read from a file or a registry.
+const maxChartSize = 64 << 20
+
+// Chart says where a chart comes from: a .tgz file or an OCI reference.
+type Chart struct {
+	// Path is a chart archive (.tgz) on local disk, such as an artifact of
+	// the source store. Path wins over Ref.
+	Path string
+	// Ref is an OCI chart reference, "oci://host/repo/name" with an
+	// optional ":tag" or "@digest".
+	Ref string
+	// Version is the tag to pull when Ref has none. A SemVer "+" is
+	// written as "_" as Helm does. Default: the tag in Ref, else required.
+	Version string
+	// PlainHTTP talks to the registry over HTTP. Default: HTTPS.
+	PlainHTTP bool
+	// Username and Password are basic credentials for the registry.
+	// Default: anonymous.
+	Username, Password string
+}
+
+func (c Chart) String() string {
+	if c.Path != "" {
+		return c.Path
+	}
+	if c.Version != "" && !strings.Contains(strings.TrimPrefix(c.Ref, "oci://"), ":") {
+		return c.Ref + ":" + c.Version
+	}
+	return c.Ref
+}
+
+// chartCache keeps chart archives pulled from registries by manifest
+// digest, so that many releases of one chart pull it once.
+type chartCache struct {
+	mu    sync.Mutex
+	max   int
+	order []string
+	data  map[string][]byte
+}
+
+func (c *chartCache) get(k string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.data[k]
+	return b, ok
+}
+
+func (c *chartCache) put(k string, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.data == nil {
+		c.data = map[string][]byte{}
+	}
+	if _, ok := c.data[k]; ok {
+		return
+	}
+	if len(c.order) >= c.max {
+		delete(c.data, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.order = append(c.order, k)
+	c.data[k] = b
+}
+
+// loadChart reads the chart and returns it with the digest of its archive
+// (the OCI manifest digest for a registry chart).
+func (m *Manager) loadChart(ctx context.Context, c Chart) (*chartv2.Chart, string, error) {
+	var (
+		data   []byte
+		digest string
+		err    error
+	)
+	switch {
+	case c.Path != "":
+		data, err = readFile(c.Path)
+		digest = sha256Hex(data)
+	case c.Ref != "":
+		data, digest, err = m.pullChart(ctx, c)
+	default:
+		return nil, "", errors.New("no chart: set Chart.Path or Chart.Ref")
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, "", fmt.Errorf("loading chart %s: %w", c, err)
+	}
+	return ch, digest, nil
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrChartNotFound, path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxChartSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxChartSize {
+		return nil, fmt.Errorf("chart %s is larger than %d bytes", path, maxChartSize)
+	}
+	return b, nil
+}
+
+func (m *Manager) pullChart(ctx context.Context, c Chart) ([]byte, string, error) {
+	ref := strings.TrimPrefix(c.Ref, "oci://")
+	if ref == c.Ref {
+		return nil, "", fmt.Errorf("chart reference %q is not oci://", c.Ref)
+	}
+	repoRef, tag := splitRef(ref)
+	if tag == "" {
+		tag = strings.ReplaceAll(c.Version, "+", "_")
+	}
+	if tag == "" {
+		return nil, "", fmt.Errorf("chart reference %s has no tag or digest and Chart.Version is empty", c.Ref)
+	}
+	repo, err := remote.NewRepository(repoRef)
+	if err != nil {
+		return nil, "", fmt.Errorf("chart reference %s: %w", c.Ref, err)
+	}
+	repo.PlainHTTP = c.PlainHTTP
+	cl := &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache()}
+	if c.Username != "" {
+		cl.Credential = auth.StaticCredential(repo.Reference.Registry, auth.Credential{Username: c.Username, Password: c.Password})
+	}
+	repo.Client = cl
+	desc, mbytes, err := repo.FetchReference(ctx, tag)
+	if errors.Is(err, errdef.ErrNotFound) {
+		return nil, "", fmt.Errorf("%w: %s", ErrChartNotFound, c)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("resolving %s: %w", c, err)
+	}
+	defer mbytes.Close()
+	if b, ok := m.charts.get(desc.Digest.String()); ok {
+		return b, desc.Digest.String(), nil
+	}
+	manifest, err := content.ReadAll(mbytes, desc)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading manifest of %s: %w", c, err)
+	}
+	var man ocispec.Manifest
+	if err := json.Unmarshal(manifest, &man); err != nil {
+		return nil, "", fmt.Errorf("decoding manifest of %s: %w", c, err)
+	}
+	for _, l := range man.Layers {
+		if l.MediaType != chartLayerMediaType && l.MediaType != legacyChartLayerMediaType {
+			continue
+		}
+		if l.Size > maxChartSize {
+			return nil, "", fmt.Errorf("chart %s is larger than %d bytes", c, maxChartSize)
+		}
+		b, err := content.FetchAll(ctx, repo, l)
+		if err != nil {
+			return nil, "", fmt.Errorf("pulling %s: %w", c, err)
+		}
+		m.charts.put(desc.Digest.String(), b)
+		return b, desc.Digest.String(), nil
+	}
+	return nil, "", fmt.Errorf("%s is not a Helm chart: no layer of type %s", c, chartLayerMediaType)
+}
+
+// splitRef splits host/repo:tag or host/repo@digest into repository and
+// tag or digest.
+func splitRef(ref string) (repo, tag string) {
+	if i := strings.Index(ref, "@"); i >= 0 {
+		return ref[:i], ref[i+1:]
+	}
+	slash := strings.LastIndex(ref, "/")
+	if i := strings.LastIndex(ref, ":"); i > slash {
+		return ref[:i], ref[i+1:]
+	}
+	return ref, ""
+}

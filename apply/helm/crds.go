@@ -1,0 +1,98 @@
+package helm
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/resource"
+)
+
+// CRDPolicy is what happens to the CRDs of a chart's crds/ directory.
+type CRDPolicy string
+
+// CRD policies.
+const (
+	// CRDCreate creates missing CRDs and leaves existing ones alone.
+	CRDCreate CRDPolicy = "Create"
+	// CRDCreateReplace creates missing CRDs and server-side-applies
+	// existing ones (force-conflicts).
+	CRDCreateReplace CRDPolicy = "CreateReplace"
+	// CRDSkip leaves CRDs alone.
+	CRDSkip CRDPolicy = "Skip"
+)
+
+func (p CRDPolicy) or(def CRDPolicy) CRDPolicy {
+	if p == "" {
+		return def
+	}
+	return p
+}
+
+// applyCRDs applies the chart's CRDs (its subcharts' too) by policy, waits
+// until they are established and refreshes discovery, so that the chart's
+// custom resources map.
+func (s *session) applyCRDs(ch *chartv2.Chart, p CRDPolicy, timeout time.Duration) error {
+	if p == CRDSkip {
+		return nil
+	}
+	if p != CRDCreate && p != CRDCreateReplace {
+		return fmt.Errorf("unknown CRD policy %q", p)
+	}
+	crds := ch.CRDObjects()
+	if len(crds) == 0 {
+		return nil
+	}
+	var all kube.ResourceList
+	for _, c := range crds {
+		infos, err := s.kc.Build(bytes.NewReader(c.File.Data), false)
+		if err != nil {
+			return fmt.Errorf("CRD file %s: %w", c.Filename, err)
+		}
+		for _, info := range infos {
+			if err := applyCRD(info, p); err != nil {
+				return fmt.Errorf("CRD %s from %s: %w", info.Name, c.Filename, err)
+			}
+		}
+		all = append(all, infos...)
+	}
+	w, err := s.kc.GetWaiterWithOptions(kube.StatusWatcherStrategy, s.waitOptions()...)
+	if err != nil {
+		return err
+	}
+	if err := w.Wait(all, timeout); err != nil {
+		return fmt.Errorf("waiting for CRDs to be established: %w", err)
+	}
+	s.c.getter.discovery.Invalidate()
+	s.c.getter.mapper.Reset()
+	return nil
+}
+
+func applyCRD(info *resource.Info, p CRDPolicy) error {
+	h := resource.NewHelper(info.Client, info.Mapping).WithFieldManager(fieldManager())
+	if p == CRDCreate {
+		_, err := h.Create(info.Namespace, true, info.Object)
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	u, ok := info.Object.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("unexpected object type %T", info.Object)
+	}
+	data, err := runtime.Encode(unstructured.UnstructuredJSONScheme, u)
+	if err != nil {
+		return err
+	}
+	force := true
+	_, err = h.Patch(info.Namespace, info.Name, types.ApplyPatchType, data, &metav1.PatchOptions{Force: &force})
+	return err
+}

@@ -1,0 +1,200 @@
+package helm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/kube"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/resource"
+)
+
+// DriftMode says what Reconcile does about drift of a deployed release.
+type DriftMode string
+
+// Drift modes.
+const (
+	// DriftDisabled does not look. The default.
+	DriftDisabled DriftMode = ""
+	// DriftDetect reports drifted objects only.
+	DriftDetect DriftMode = "Detect"
+	// DriftCorrect reports and re-applies drifted objects.
+	DriftCorrect DriftMode = "Correct"
+)
+
+// DriftedObject is an object of the release that differs from its manifest.
+type DriftedObject struct {
+	// Kind, Namespace and Name identify the object.
+	Kind, Namespace, Name string
+	// Missing is true when the object does not exist.
+	Missing bool
+}
+
+func (o DriftedObject) String() string {
+	s := o.Kind + "/"
+	if o.Namespace != "" {
+		s += o.Namespace + "/"
+	}
+	s += o.Name
+	if o.Missing {
+		s += " (missing)"
+	}
+	return s
+}
+
+// DriftOptions configures Drift.
+type DriftOptions struct {
+	// Correct re-applies the drifted objects. Default: report only.
+	Correct bool
+}
+
+// Drift compares the objects of the deployed release with its manifest by
+// a server-side-apply dry run of each object (the same field manager and
+// force-conflicts as Helm's apply): an object is drifted when the dry run
+// would change it, or when it is missing. With Correct, drifted objects
+// are applied for real.
+func (m *Manager) Drift(ctx context.Context, rel Release, o DriftOptions) ([]DriftedObject, error) {
+	var out []DriftedObject
+	a := ActionCorrectDrift
+	err := m.locked(ctx, rel, a, func() error {
+		s, err := m.newSession(ctx, rel, 0)
+		if err != nil {
+			return wrap(rel, a, err)
+		}
+		out, err = s.drift(o.Correct)
+		return err
+	})
+	return out, err
+}
+
+func (s *session) drift(correct bool) ([]DriftedObject, error) {
+	h, err := s.history()
+	if err != nil {
+		return nil, wrap(s.rel, ActionCorrectDrift, err)
+	}
+	d := h.deployed()
+	if d == nil {
+		return nil, wrap(s.rel, ActionCorrectDrift, fmt.Errorf("%w: no deployed revision", ErrReleaseNotFound))
+	}
+	infos, err := s.kc.Build(strings.NewReader(d.Manifest), false)
+	if err != nil {
+		return nil, wrap(s.rel, ActionCorrectDrift, err)
+	}
+	var drifted []DriftedObject
+	var fix kube.ResourceList
+	for _, info := range infos {
+		setHelmMetadata(info, d.Name, d.Namespace)
+		obj, err := driftOf(info)
+		if err != nil {
+			return drifted, wrap(s.rel, ActionCorrectDrift, err)
+		}
+		if obj != nil {
+			drifted = append(drifted, *obj)
+			fix = append(fix, info)
+		}
+	}
+	if !correct || len(fix) == 0 {
+		return drifted, nil
+	}
+	err = s.step(ActionCorrectDrift, func() error {
+		for _, info := range fix {
+			if _, err := ssa(info, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return drifted, err
+}
+
+// driftOf returns the drifted object, or nil when info is as applied.
+func driftOf(info *resource.Info) (*DriftedObject, error) {
+	obj := &DriftedObject{Kind: info.Mapping.GroupVersionKind.Kind, Namespace: info.Namespace, Name: info.Name}
+	live, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+	if apierrors.IsNotFound(err) {
+		obj.Missing = true
+		return obj, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting %s: %w", obj, err)
+	}
+	dry, err := ssa(info, true)
+	if err != nil {
+		return nil, err
+	}
+	if reflect.DeepEqual(comparable(live), comparable(dry)) {
+		return nil, nil
+	}
+	return obj, nil
+}
+
+// ssa server-side-applies info with force-conflicts.
+func ssa(info *resource.Info, dryRun bool) (runtime.Object, error) {
+	data, err := runtime.Encode(unstructured.UnstructuredJSONScheme, info.Object)
+	if err != nil {
+		return nil, err
+	}
+	force := true
+	out, err := resource.NewHelper(info.Client, info.Mapping).DryRun(dryRun).WithFieldManager(fieldManager()).
+		Patch(info.Namespace, info.Name, types.ApplyPatchType, data, &metav1.PatchOptions{Force: &force})
+	if err != nil {
+		return nil, fmt.Errorf("applying %s %s/%s: %w", info.Mapping.GroupVersionKind.Kind, info.Namespace, info.Name, err)
+	}
+	return out, nil
+}
+
+// comparable drops what changes without a change of content.
+func comparable(o runtime.Object) map[string]any {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil
+	}
+	if md, ok := u["metadata"].(map[string]any); ok {
+		for _, k := range []string{"managedFields", "resourceVersion", "generation"} {
+			delete(md, k)
+		}
+	}
+	return u
+}
+
+// setHelmMetadata adds the ownership marks Helm adds when it applies, so
+// that the dry run does not see their absence as a change.
+func setHelmMetadata(info *resource.Info, name, namespace string) {
+	u, ok := info.Object.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	l := u.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l["app.kubernetes.io/managed-by"] = "Helm"
+	u.SetLabels(l)
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a["meta.helm.sh/release-name"] = name
+	a["meta.helm.sh/release-namespace"] = namespace
+	u.SetAnnotations(a)
+}
+
+// fieldManager is the field manager Helm's apply uses, so that drift
+// correction and CRD apply share field ownership with it.
+func fieldManager() string {
+	if kube.ManagedFieldsManager != "" {
+		return kube.ManagedFieldsManager
+	}
+	if os.Args[0] == "" {
+		return "unknown"
+	}
+	return filepath.Base(os.Args[0])
+}

@@ -1,0 +1,279 @@
+package helm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Holder identifies a process that acts on releases. It is recorded on
+// every release revision this package writes (see the package doc).
+type Holder struct {
+	// ID names the process, for example the Pod name. Two incarnations of
+	// one process share the ID and differ by Start.
+	ID string
+	// Start is when the process started.
+	Start time.Time
+}
+
+func (h Holder) String() string {
+	if h.ID == "" {
+		return "(none)"
+	}
+	return h.ID + "@" + h.Start.UTC().Format(time.RFC3339Nano)
+}
+
+// Event reports the start or the end of an action on a release, for
+// instrumentation and tests.
+type Event struct {
+	// Release is storageNamespace/name.
+	Release string
+	// Action is the action.
+	Action Action
+	// Done is false when the action starts and true when it ends.
+	Done bool
+	// Err is the action's error when Done.
+	Err error
+}
+
+// Options configures a Manager. The zero value works.
+type Options struct {
+	// Holder is recorded on the releases this Manager writes.
+	// Default: ID is the host name, Start is the time New was called.
+	Holder Holder
+	// HolderAlive tells whether a holder other than this Manager's (and
+	// other than an older incarnation of it) still runs. Default: nil,
+	// which treats every other holder as dead, as is right when a single
+	// active engine (leader election, sharding) owns the releases.
+	HolderAlive func(Holder) bool
+	// Observe, when set, is called synchronously at the start and the end
+	// of every action. Default: nil.
+	Observe func(Event)
+	// Logger receives Helm's logs. Default: discarded.
+	Logger *slog.Logger
+}
+
+// Manager runs Helm actions in-process. It is safe for concurrent use:
+// actions on different releases run in parallel, and actions on one
+// release run one at a time.
+type Manager struct {
+	cfg   *rest.Config
+	opts  Options
+	log   *slog.Logger
+	locks keyedMutex
+
+	mu      sync.Mutex
+	clients map[string]*clients // by impersonated user
+	charts  chartCache
+}
+
+type clients struct {
+	getter *restGetter
+	cs     kubernetes.Interface
+}
+
+// New returns a Manager that talks to the API server of cfg.
+func New(cfg *rest.Config, opts Options) (*Manager, error) {
+	if cfg == nil {
+		return nil, errors.New("helm: nil rest.Config")
+	}
+	if opts.Holder.ID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "pid-" + strconv.Itoa(os.Getpid())
+		}
+		opts.Holder.ID = h
+	}
+	if opts.Holder.Start.IsZero() {
+		opts.Holder.Start = time.Now()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{
+		cfg:     rest.CopyConfig(cfg),
+		opts:    opts,
+		log:     log,
+		clients: map[string]*clients{},
+		charts:  chartCache{max: 64},
+	}, nil
+}
+
+// Holder returns the identity this Manager records on releases.
+func (m *Manager) Holder() Holder { return m.opts.Holder }
+
+func (m *Manager) clientsFor(rel Release) (*clients, error) {
+	user := rel.impersonate()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.clients[user]; ok {
+		return c, nil
+	}
+	cfg := rest.CopyConfig(m.cfg)
+	if user != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	}
+	g, err := newRESTGetter(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &clients{getter: g, cs: cs}
+	m.clients[user] = c
+	return c, nil
+}
+
+// session is the Helm configuration of one locked call on one release.
+type session struct {
+	m   *Manager
+	rel Release
+	ctx context.Context
+	cfg *action.Configuration
+	kc  *kube.Client
+	c   *clients
+}
+
+func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (*session, error) {
+	c, err := m.clientsFor(rel)
+	if err != nil {
+		return nil, err
+	}
+	h := m.log.Handler()
+	kc := kube.New(c.getter)
+	kc.Namespace = rel.namespace()
+	kc.SetLogger(h)
+	d := driver.NewSecrets(c.cs.CoreV1().Secrets(rel.storageNamespace()))
+	d.SetLogger(h)
+	store := storage.Init(&stampDriver{Driver: d, holder: m.opts.Holder})
+	store.MaxHistory = maxHistory
+	store.SetLogger(h)
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(h))
+	cfg.RESTClientGetter = c.getter
+	cfg.KubeClient = kc
+	cfg.Releases = store
+	cfg.HookOutputFunc = func(_, _, _ string) io.Writer { return io.Discard }
+	return &session{m: m, rel: rel, ctx: ctx, cfg: cfg, kc: kc, c: c}, nil
+}
+
+// locked runs fn holding the release's lock. fn runs in its own goroutine
+// and keeps the lock until it returns, even when ctx ends first and locked
+// returns ctx's error: Helm finishes or fails its step (its waits follow
+// ctx) before another action may start on the release.
+func (m *Manager) locked(ctx context.Context, rel Release, a Action, fn func() error) error {
+	if rel.Name == "" {
+		return wrap(rel, a, errors.New("release name is empty"))
+	}
+	key := rel.String()
+	if err := m.locks.lock(ctx, key); err != nil {
+		return wrap(rel, a, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer m.locks.unlock(key)
+		done <- safely(fn)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return wrap(rel, a, fmt.Errorf("%w (the action finishes in the background and then releases its lock)", ctx.Err()))
+	}
+}
+
+// step runs one Helm action with panic recovery and instrumentation.
+func (s *session) step(a Action, fn func() error) error {
+	if obs := s.m.opts.Observe; obs != nil {
+		obs(Event{Release: s.rel.String(), Action: a})
+	}
+	err := wrap(s.rel, a, safely(fn))
+	if obs := s.m.opts.Observe; obs != nil {
+		obs(Event{Release: s.rel.String(), Action: a, Done: true, Err: err})
+	}
+	return err
+}
+
+func safely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrPanic, r, debug.Stack())
+		}
+	}()
+	return fn()
+}
+
+// keyedMutex is a set of mutexes by key whose lock honours a context.
+// Entries live only while locked or awaited, so it does not grow with the
+// number of releases ever seen.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyEntry
+}
+
+type keyEntry struct {
+	ch   chan struct{}
+	refs int
+}
+
+func (k *keyedMutex) lock(ctx context.Context, key string) error {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyEntry{}
+	}
+	e, ok := k.m[key]
+	if !ok {
+		e = &keyEntry{ch: make(chan struct{}, 1)}
+		k.m[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	select {
+	case e.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		k.release(key, e)
+		return ctx.Err()
+	}
+}
+
+func (k *keyedMutex) unlock(key string) {
+	k.mu.Lock()
+	e := k.m[key]
+	k.mu.Unlock()
+	<-e.ch
+	k.release(key, e)
+}
+
+func (k *keyedMutex) release(key string, e *keyEntry) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e.refs--
+	if e.refs == 0 {
+		delete(k.m, key)
+	}
+}
+
+// held reports whether an action holds key's lock.
+func (k *keyedMutex) held(key string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[key]
+	return ok && len(e.ch) > 0
+}

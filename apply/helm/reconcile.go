@@ -1,0 +1,154 @@
+package helm
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+)
+
+// ReconcileOptions configures Reconcile. The zero value of each field is
+// its default.
+type ReconcileOptions struct {
+	Spec
+	// InstallCRDs is the CRD policy of an install. Default: CRDCreate.
+	InstallCRDs CRDPolicy
+	// UpgradeCRDs is the CRD policy of an upgrade. Default: CRDSkip.
+	UpgradeCRDs CRDPolicy
+	// CreateNamespace creates the release namespace on install.
+	// Default: false.
+	CreateNamespace bool
+	// CleanupOnFail deletes objects created by a failed upgrade.
+	// Default: false.
+	CleanupOnFail bool
+	// Force replaces objects that cannot be patched on upgrade.
+	// Default: false.
+	Force bool
+	// Install is the failure policy of installs.
+	Install Remediation
+	// Upgrade is the failure policy of upgrades.
+	Upgrade Remediation
+	// Drift is what to do about drift of an up-to-date release.
+	// Default: DriftDisabled.
+	Drift DriftMode
+}
+
+// Outcome is what Reconcile did and what should follow.
+type Outcome struct {
+	// Steps are the actions done, in order: a recovery and its remedy,
+	// an install or upgrade, a remedy of its failure, a drift correction.
+	Steps []Result
+	// Release is the latest revision after the call; Revision 0 when the
+	// release has none.
+	Release Result
+	// State is the remediation state to persist and pass back next time.
+	State State
+	// Next says what the caller should do. After is a minimum wait; 0
+	// means no wait is required beyond the caller's own backoff.
+	Next Next
+	// Drift lists the drifted objects found (Drift not disabled).
+	Drift []DriftedObject
+}
+
+// Reconcile brings a release to the Spec: it recovers a pending revision
+// of a dead holder, installs or upgrades when the chart or values differ
+// from the latest revision (or the latest revision is not deployed), and
+// remediates a failure by policy, all under the release's lock. It
+// returns the action's error, if any, with the Outcome.
+//
+// "has no deployed releases" cannot happen: a release without a deployed
+// revision is installed again over its failed history.
+func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions, st State) (Outcome, error) {
+	out := Outcome{State: st}
+	err := m.locked(ctx, rel, ActionNone, func() error {
+		s, err := m.newSession(ctx, rel, maxHistory(o.MaxHistory))
+		if err != nil {
+			return wrap(rel, ActionNone, err)
+		}
+		err = s.reconcile(o, &out)
+		out.Release = resultOf(ActionNone, s.latest())
+		return err
+	})
+	if out.Next.Kind == "" && err != nil {
+		out.Next = Next{Kind: NextRetry, Reason: err.Error()}
+	}
+	return out, err
+}
+
+func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
+	steps, err := s.recoverPending(remedyOptions(o.Spec))
+	out.Steps = append(out.Steps, steps...)
+	if err != nil {
+		return err
+	}
+	p, err := s.m.prepare(s.ctx, o.Spec)
+	if err != nil {
+		return wrap(s.rel, ActionNone, err)
+	}
+	if out.State.Digest != p.digest {
+		out.State = State{Digest: p.digest}
+	}
+	h, err := s.history()
+	if err != nil {
+		return wrap(s.rel, ActionNone, err)
+	}
+	a := ActionUpgrade
+	pol := o.Upgrade
+	latest := h.latest()
+	switch st := statusOf(latest); {
+	case latest == nil, st == rcommon.StatusUninstalled, h.deployed() == nil:
+		a, pol = ActionInstall, o.Install
+	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == p.digest:
+		out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
+		out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
+		return s.reconcileDrift(o.Drift, out)
+	}
+	now := time.Now()
+	if ok, next := Admit(out.State, a, pol, now); !ok {
+		out.Next = next
+		return nil
+	}
+	var res Result
+	if a == ActionInstall {
+		r, ierr := s.install(InstallOptions{Spec: o.Spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
+		res, err = resultOf(a, r), ierr
+	} else {
+		r, uerr := s.upgrade(UpgradeOptions{Spec: o.Spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force}, p)
+		res, err = resultOf(a, r), uerr
+	}
+	out.Steps = append(out.Steps, res)
+	if err == nil {
+		out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
+		out.Next = Next{Kind: NextDone, Reason: string(a) + " succeeded"}
+		return nil
+	}
+	var plan Plan
+	out.State, plan = AfterFailure(out.State, a, pol, now)
+	out.Next = plan.Next
+	if plan.Remedy == ActionNone {
+		return err
+	}
+	h, herr := s.history()
+	if herr != nil {
+		return errors.Join(err, wrap(s.rel, plan.Remedy, herr))
+	}
+	if statusOf(h.latest()) != rcommon.StatusFailed {
+		return err // the failure stored no revision: nothing to remedy
+	}
+	r, ra, rerr := s.remedy(h, plan.Remedy, remedyOptions(o.Spec))
+	out.Steps = append(out.Steps, resultOf(ra, r))
+	return errors.Join(err, rerr)
+}
+
+func (s *session) reconcileDrift(mode DriftMode, out *Outcome) error {
+	if mode == DriftDisabled {
+		return nil
+	}
+	d, err := s.drift(mode == DriftCorrect)
+	out.Drift = d
+	if mode == DriftCorrect && len(d) > 0 && err == nil {
+		out.Steps = append(out.Steps, Result{Action: ActionCorrectDrift, Revision: out.Release.Revision})
+	}
+	return err
+}
