@@ -54,7 +54,6 @@ func copyValue(v any) any {
 	}
 }
 
-
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
