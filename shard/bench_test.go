@@ -24,8 +24,12 @@ func BenchmarkAssign(b *testing.B) {
 				b.Run(benchName(al.name, dist, n), func(b *testing.B) {
 					b.ReportAllocs()
 					var a map[string]int
+					cpu := cpuTime()
 					for b.Loop() {
 						a = al.next(nil, ts, shards)
+					}
+					if cpu > 0 {
+						b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N)/1e6, "cpu-ms/op")
 					}
 					mx, mean, lower := measure(a, ts, shards)
 					b.ReportMetric(float64(mx)/mean, "max/mean")
