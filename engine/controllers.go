@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/fluxcd/pkg/runtime/predicates"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// kindController describes one reconciler: its kind, an empty object of
+// it, and the reconciler.
+type kindController struct {
+	kind       string
+	newObject  func() client.Object
+	reconciler reconcile.Reconciler
+}
+
+// wakeBuffer bounds the wake-up channel of each kind; a full channel is
+// fed from a goroutine, so no wake-up is lost.
+const wakeBuffer = 1024
+
+// setupControllers registers a controller per kind. Each reacts to spec
+// changes and reconcile requests (not to its own status writes), and to
+// wake-ups sent by the engine when a dependency becomes ready or the gate
+// opens.
+func (e *Engine) setupControllers(kinds []kindController) error {
+	e.wake = map[string]chan event.GenericEvent{}
+	e.newObject = map[string]func() client.Object{}
+	for _, k := range kinds {
+		ch := make(chan event.GenericEvent, wakeBuffer)
+		e.wake[k.kind] = ch
+		e.newObject[k.kind] = k.newObject
+		err := ctrl.NewControllerManagedBy(e.mgr).
+			Named(k.kind).
+			For(k.newObject(), builder.WithPredicates(predicate.Or(
+				predicate.GenerationChangedPredicate{},
+				predicates.ReconcileRequestedPredicate{},
+				predicate.LabelChangedPredicate{},
+				predicate.AnnotationChangedPredicate{},
+			))).
+			WatchesRawSource(ctrlsource.Channel(ch, &handler.EnqueueRequestForObject{})).
+			WithOptions(controller.Options{MaxConcurrentReconciles: e.opts.Concurrency}).
+			Complete(k.reconciler)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enqueue wakes the reconciler of ref's kind for ref.
+func (e *Engine) enqueue(ref Ref) {
+	ch, ok := e.wake[ref.Kind]
+	if !ok {
+		return
+	}
+	obj := e.newObject[ref.Kind]()
+	obj.SetNamespace(ref.Namespace)
+	obj.SetName(ref.Name)
+	ev := event.GenericEvent{Object: obj}
+	select {
+	case ch <- ev:
+	default:
+		go func() { ch <- ev }()
+	}
+}
+
+// wakeDependents enqueues every object that depends on ref.
+func (e *Engine) wakeDependents(ref Ref) {
+	for _, d := range e.graph.Dependents(ref) {
+		e.enqueue(d)
+	}
+}
+
+// Wake re-enqueues every object of every kind, for example when the
+// bootstrap gate opens.
+func (e *Engine) Wake(ctx context.Context) error {
+	for kind, newObj := range e.newObject {
+		list, err := e.listKind(ctx, kind, newObj)
+		if err != nil {
+			return err
+		}
+		for _, nn := range list {
+			e.enqueue(Ref{Kind: kind, Namespace: nn.Namespace, Name: nn.Name})
+		}
+	}
+	return nil
+}
+
+func (e *Engine) listKind(ctx context.Context, kind string, newObj func() client.Object) ([]types.NamespacedName, error) {
+	gvk, err := apiutil.GVKForObject(newObj(), e.mgr.GetScheme())
+	if err != nil {
+		return nil, err
+	}
+	gvk.Kind += "List"
+	obj, err := e.mgr.GetScheme().New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	list, ok := obj.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a list", gvk)
+	}
+	if err := e.mgr.GetClient().List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", kind, err)
+	}
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]types.NamespacedName, 0, len(items))
+	for _, it := range items {
+		if o, ok := it.(client.Object); ok {
+			out = append(out, client.ObjectKeyFromObject(o))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	fluxmetrics "github.com/fluxcd/pkg/runtime/metrics"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/cozystack/cozy-aio/engine/crds"
+	"github.com/cozystack/cozy-aio/source"
+)
+
+// NewScheme returns a scheme with the Kubernetes built-in types and the
+// Flux kinds the engine reconciles.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(sourcev1.AddToScheme(s))
+	utilruntime.Must(swv1beta1.AddToScheme(s))
+	utilruntime.Must(kustomizev1.AddToScheme(s))
+	utilruntime.Must(helmv2.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
+}
+
+// Engine reconciles the Flux kinds in one controller-runtime manager: one
+// client, one informer cache, one metrics registry.
+type Engine struct {
+	opts     Options
+	cfg      *rest.Config
+	mgr      manager.Manager
+	store    *source.Store
+	server   *source.Server
+	metrics  *fluxmetrics.Recorder
+	registry *prometheus.Registry
+	graph    *depGraph
+	started  atomic.Bool
+	recorder recorder.EventRecorder
+
+	wake      map[string]chan event.GenericEvent
+	newObject map[string]func() client.Object
+}
+
+// New builds an Engine on cfg. Nothing runs until Start.
+func New(cfg *rest.Config, opts Options) (*Engine, error) {
+	opts = opts.withDefaults()
+	registry := opts.Registry
+	if registry == nil {
+		registry = ctrlmetrics.Registry.(*prometheus.Registry)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 NewScheme(),
+		Logger:                 opts.Logger,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	store, err := source.NewStore(opts.DataDir, source.StoreOptions{BaseURL: opts.ArtifactBaseURL})
+	if err != nil {
+		return nil, fmt.Errorf("opening the artifact store in %s: %w", opts.DataDir, err)
+	}
+	server, err := source.NewServer(store, source.ServerOptions{Addr: opts.ArtifactAddr})
+	if err != nil {
+		return nil, fmt.Errorf("artifact server on %s: %w", opts.ArtifactAddr, err)
+	}
+	e := &Engine{
+		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
+		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
+		recorder: mgr.GetEventRecorder("cozy-aio"),
+	}
+	if err := e.setupControllers(e.kinds()); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(server); err != nil {
+		return nil, err
+	}
+	if opts.HealthAddr != "" {
+		if err := mgr.Add(manager.RunnableFunc(e.serveHealth)); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+var defaultRecorder = fluxmetrics.NewRecorder()
+
+// recorderFor returns the Flux metrics recorder registered in registry,
+// sharing one per registry so that several engines can live in a process.
+func recorderFor(registry *prometheus.Registry) *fluxmetrics.Recorder {
+	rec := defaultRecorder
+	if registry != ctrlmetrics.Registry {
+		rec = fluxmetrics.NewRecorder()
+	}
+	for _, c := range rec.Collectors() {
+		if err := registry.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				panic(err)
+			}
+		}
+	}
+	return rec
+}
+
+// Client returns the engine's cached client.
+func (e *Engine) Client() client.Client { return e.mgr.GetClient() }
+
+// Store returns the artifact store.
+func (e *Engine) Store() *source.Store { return e.store }
+
+// ArtifactAddr returns the address the artifact server listens on.
+func (e *Engine) ArtifactAddr() string { return e.server.Addr() }
+
+// Start installs the CRDs when asked, then runs every reconciler until ctx
+// ends.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.opts.InstallCRDs {
+		if err := InstallCRDs(ctx, e.cfg, e.opts.FieldManager); err != nil {
+			return err
+		}
+	}
+	e.started.Store(true)
+	return e.mgr.Start(ctx)
+}
+
+// InstallCRDs server-side applies the embedded Flux CRDs and waits until
+// they are Established.
+func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		return err
+	}
+	for _, crd := range all {
+		crd.TypeMeta.APIVersion = "apiextensions.k8s.io/v1"
+		crd.TypeMeta.Kind = "CustomResourceDefinition"
+		crd.ManagedFields = nil
+		if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+		}
+	}
+	for _, crd := range all {
+		if err := waitEstablished(ctx, c, crd.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) serveHealth(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !e.mgr.GetCache().WaitForCacheSync(r.Context()) {
+			http.Error(w, "informer caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(e.registry, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", e.opts.HealthAddr)
+	if err != nil {
+		return fmt.Errorf("health server on %s: %w", e.opts.HealthAddr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,13 @@
+package engine
+
+import (
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// kinds lists the reconcilers the engine runs.
+func (e *Engine) kinds() []kindController {
+	return []kindController{
+		{kind: sourcev1.GitRepositoryKind, newObject: func() client.Object { return &sourcev1.GitRepository{} }, reconciler: &gitRepositoryReconciler{e: e}},
+	}
+}

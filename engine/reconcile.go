@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// object is what every Flux kind the engine reconciles offers.
+type object interface {
+	client.Object
+	conditions.Setter
+}
+
+// outcome is the result of one kind-specific reconcile, as data: the
+// framework turns it into conditions, one status patch, an event, metrics
+// and a requeue.
+type outcome struct {
+	// ready is true when the object reached its desired state.
+	ready bool
+	// reason and message describe the Ready condition.
+	reason, message string
+	// stalled means retrying cannot help until the spec changes.
+	stalled bool
+	// waiting means the object waits on something else (a dependency, the
+	// network phase) that wakes it; Ready is False and not a failure.
+	waiting bool
+	// requeueAfter overrides the interval when set.
+	requeueAfter time.Duration
+}
+
+func succeeded(msg string, args ...any) outcome {
+	return outcome{ready: true, reason: meta.ReconciliationSucceededReason, message: fmt.Sprintf(msg, args...)}
+}
+
+func failed(reason string, err error) outcome {
+	return outcome{reason: reason, message: err.Error()}
+}
+
+func stalled(reason string, err error) outcome {
+	return outcome{reason: reason, message: err.Error(), stalled: true}
+}
+
+func waiting(reason, msg string, after time.Duration) outcome {
+	return outcome{reason: reason, message: msg, waiting: true, requeueAfter: after}
+}
+
+// timing carries the object's interval and retry interval.
+type timing struct {
+	interval, retry time.Duration
+}
+
+// finish writes the outcome: the Ready, Reconciling and Stalled conditions
+// and everything else the kind put in status, in one patch of the status
+// subresource; then an event when Ready changes, and metrics.
+func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, start time.Time, out outcome, t timing) (ctrl.Result, error) {
+	conditions.Delete(obj, meta.ReconcilingCondition)
+	conditions.Delete(obj, meta.StalledCondition)
+	switch {
+	case out.ready:
+		conditions.MarkTrue(obj, meta.ReadyCondition, out.reason, "%s", out.message)
+	case out.stalled:
+		conditions.MarkFalse(obj, meta.ReadyCondition, out.reason, "%s", out.message)
+		conditions.MarkStalled(obj, out.reason, "%s", out.message)
+	case out.waiting:
+		conditions.MarkFalse(obj, meta.ReadyCondition, out.reason, "%s", out.message)
+		conditions.MarkReconciling(obj, meta.ProgressingReason, "%s", out.message)
+	default:
+		conditions.MarkFalse(obj, meta.ReadyCondition, out.reason, "%s", out.message)
+	}
+	if err := e.mgr.GetClient().Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("patching status of %s/%s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	e.emit(kind, obj, orig, out)
+	ref := corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	e.metrics.RecordDuration(ref, start)
+	if c := conditions.Get(obj, meta.ReadyCondition); c != nil {
+		e.metrics.RecordCondition(ref, *c)
+	}
+	if out.ready {
+		e.wakeDependents(Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
+	}
+	switch {
+	case out.requeueAfter > 0:
+		return ctrl.Result{RequeueAfter: out.requeueAfter}, nil
+	case out.ready:
+		return ctrl.Result{RequeueAfter: t.interval}, nil
+	case out.stalled:
+		return ctrl.Result{}, nil
+	default:
+		return ctrl.Result{RequeueAfter: t.retry}, nil
+	}
+}
+
+// emit records a Kubernetes Event when the Ready condition changes.
+func (e *Engine) emit(kind string, obj, orig object, out outcome) {
+	before := conditions.Get(orig, meta.ReadyCondition)
+	after := conditions.Get(obj, meta.ReadyCondition)
+	if after == nil || (before != nil && before.Status == after.Status && before.Message == after.Message) {
+		return
+	}
+	typ := corev1.EventTypeNormal
+	if after.Status != metav1.ConditionTrue && !out.waiting {
+		typ = corev1.EventTypeWarning
+	}
+	e.recorder.Eventf(obj, nil, typ, after.Reason, "Reconcile", "%s", after.Message)
+}
+
+// handledRequest returns the value of reconcile.fluxcd.io/requestedAt, to
+// record as status.lastHandledReconcileAt.
+func handledRequest(obj client.Object) string {
+	v, _ := meta.ReconcileAnnotationValue(obj.GetAnnotations())
+	return v
+}
+
+// durationOr returns d, or def when d is zero.
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return def
+	}
+	return d.Duration
+}

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/git"
+)
+
+type gitRepositoryReconciler struct{ e *Engine }
+
+func (r *gitRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	e := r.e
+	obj := &sourcev1.GitRepository{}
+	sobj := source.Object{Kind: sourcev1.GitRepositoryKind, Namespace: req.Namespace, Name: req.Name}
+	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, e.store.Remove(ctx, sobj)
+		}
+		return ctrl.Result{}, err
+	}
+	if obj.Spec.Suspend || !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	start := time.Now()
+	orig := obj.DeepCopy()
+	out := r.reconcile(ctx, obj, sobj)
+	obj.Status.ObservedGeneration = obj.Generation
+	obj.Status.LastHandledReconcileAt = handledRequest(obj)
+	return e.finish(ctx, sourcev1.GitRepositoryKind, obj, orig, start, out,
+		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+}
+
+func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.GitRepository, sobj source.Object) outcome {
+	e := r.e
+	if err := unsupported(sourcev1.GitRepositoryKind,
+		fieldCheck{"spec.verify", obj.Spec.Verification != nil},
+		fieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
+		fieldCheck{"spec.include", len(obj.Spec.Include) > 0},
+		fieldCheck{"spec.sparseCheckout", len(obj.Spec.SparseCheckout) > 0},
+		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
+		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	); err != nil {
+		return stalled(UnsupportedFieldReason, err)
+	}
+	opts, err := r.options(ctx, obj)
+	if err != nil {
+		return failed(sourcev1.AuthenticationFailedReason, err)
+	}
+	if a := obj.Status.Artifact; a != nil && e.store.Exists(fromMetaArtifact(a)) {
+		opts.LastRevision = a.Revision
+	}
+	res, err := git.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
+	if err != nil {
+		return failed(sourcev1.GitOperationFailedReason, err)
+	}
+	if res.Unchanged {
+		return succeeded("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
+	}
+	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.ObservedIgnore = obj.Spec.Ignore
+	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
+		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+	}
+	return succeeded("stored artifact for revision '%s'", res.Artifact.Revision)
+}
+
+func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.GitRepository) (git.Options, error) {
+	ref := fmt.Sprintf("GitRepository/%s/%s", obj.Namespace, obj.Name)
+	opts := git.Options{Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}
+	if rf := obj.Spec.Reference; rf != nil {
+		opts.Ref = git.Ref{Branch: rf.Branch, Tag: rf.Tag, SemVer: rf.SemVer, Name: rf.Name, Commit: rf.Commit}
+	}
+	if obj.Spec.Ignore != nil {
+		opts.Ignore = splitLines(*obj.Spec.Ignore)
+	}
+	if obj.Spec.SecretRef != nil {
+		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		opts.Auth = git.Auth{
+			Username: string(s.Data["username"]), Password: string(s.Data["password"]),
+			BearerToken:   string(s.Data["bearerToken"]),
+			SSHPrivateKey: s.Data["identity"], SSHPassphrase: string(s.Data["password"]),
+			KnownHosts: s.Data["known_hosts"],
+		}
+		opts.CABundle = s.Data["ca.crt"]
+		if len(opts.Auth.SSHPrivateKey) > 0 {
+			opts.Auth.Username, opts.Auth.Password = "", ""
+		}
+	}
+	if obj.Spec.ProxySecretRef != nil {
+		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		if opts.ProxyURL, err = proxyURL(s); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
+}
