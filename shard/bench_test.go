@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 )
 
 // Benchmarks report balance and movement with b.ReportMetric; the figures
@@ -155,21 +156,33 @@ func benchIncremental(b *testing.B, from, to []Tenant, shards []int) map[string]
 		weights[t.ID] = t.Weight
 	}
 	var p *Placement
+	var updates int
+	var took time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		p, _ = NewPlacement(from, shards, Options{})
 		b.StartTimer()
+		start := time.Now()
+		updates = 0
 		for _, t := range from {
 			if _, ok := weights[t.ID]; !ok {
 				p.Remove(t.ID)
+				updates++
 			}
 		}
 		for _, t := range to {
+			if old, ok := p.tenants[t.ID]; ok && old.w == t.Weight {
+				continue
+			}
 			if _, err := p.Set(t); err != nil {
 				b.Fatal(err)
 			}
+			updates++
 		}
+		took += time.Since(start)
 	}
+	b.ReportMetric(float64(updates), "updates")
+	b.ReportMetric(float64(took.Microseconds())/float64(b.N)/float64(max(updates, 1)), "us/update")
 	got := p.Assignment().Tenants
 	for id, s := range want.Tenants {
 		if got[id] != s {
