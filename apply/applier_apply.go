@@ -291,10 +291,11 @@ func (a *Applier) getMeta(ctx context.Context, m *meta.RESTMapping, ref ObjectRe
 }
 
 func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref ObjectRef) (*objectMeta, error) {
-	raw, err := a.rest.Get().AbsPath(objectPath(m, ref)).SetHeader("Accept", metadataAccept).Do(ctx).Raw()
-	if err != nil {
-		return nil, err
+	res := a.rest.Get().AbsPath(objectPath(m, ref)).SetHeader("Accept", metadataAccept).Do(ctx)
+	if err := res.Error(); err != nil {
+		return nil, err // Error, unlike Raw, decodes the API server's Status
 	}
+	raw, _ := res.Raw()
 	var om objectMeta
 	if err := json.Unmarshal(raw, &om); err != nil {
 		return nil, fmt.Errorf("%s: decoding the metadata: %w", ref, err)
@@ -306,18 +307,18 @@ func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref Ob
 // HTTP status code and the new resourceVersion.
 func (a *Applier) patch(ctx context.Context, m *meta.RESTMapping, ref ObjectRef, body []byte) (int, string, error) {
 	var code int
-	raw, err := a.rest.Patch(types.ApplyPatchType).
+	res := a.rest.Patch(types.ApplyPatchType).
 		AbsPath(objectPath(m, ref)).
 		Param("fieldManager", a.opts.FieldManager).
 		Param("force", "true").
 		SetHeader("Accept", metadataAccept).
 		Body(body).
 		Do(ctx).
-		StatusCode(&code).
-		Raw()
-	if err != nil {
+		StatusCode(&code)
+	if err := res.Error(); err != nil {
 		return code, "", err
 	}
+	raw, _ := res.Raw()
 	var om objectMeta
 	if err := json.Unmarshal(raw, &om); err != nil {
 		return code, "", fmt.Errorf("%s: decoding the apply response: %w", ref, err)

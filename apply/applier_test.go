@@ -50,8 +50,8 @@ func TestApplyCRDAndCustomResourceInOneCall(t *testing.T) {
 	}
 	wantActions(t, cs, map[string]Action{
 		"CustomResourceDefinition/widgets." + ns + ".example.com": Created,
-		"Widget/" + ns + "/w1":                                    Created,
-		"ConfigMap/" + ns + "/cm":                                 Created,
+		"Widget/" + ns + "/w1":    Created,
+		"ConfigMap/" + ns + "/cm": Created,
 	})
 	if cs.Changes[0].Object.Kind != "CustomResourceDefinition" {
 		t.Errorf("the CRD was not applied first:\n%s", cs)

@@ -64,14 +64,14 @@ func mustLoad(t *testing.T, dir string) filesys.FileSystem {
 
 func TestIsRemote(t *testing.T) {
 	for ref, want := range map[string]bool{
-		"base":                                  false,
-		"../common":                             false,
-		"deploy.yaml":                           false,
-		"github.com/org/repo//path?ref=v1":      true,
-		"https://example.com/x.yaml":            true,
-		"git@github.com:org/repo.git":           true,
-		"ssh://git@example.com/org/repo.git":    true,
-		"gitlab.com/org/repo":                   true,
+		"base":                               false,
+		"../common":                          false,
+		"deploy.yaml":                        false,
+		"github.com/org/repo//path?ref=v1":   true,
+		"https://example.com/x.yaml":         true,
+		"git@github.com:org/repo.git":        true,
+		"ssh://git@example.com/org/repo.git": true,
+		"gitlab.com/org/repo":                true,
 	} {
 		if got := isRemote(ref); got != want {
 			t.Errorf("isRemote(%q) = %v, want %v", ref, got, want)

@@ -6,7 +6,9 @@ import (
 )
 
 func TestInventoryStale(t *testing.T) {
-	cm := func(name string) ObjectRef { return ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: name} }
+	cm := func(name string) ObjectRef {
+		return ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: name}
+	}
 	deployV1 := ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "a", Name: "web"}
 	deployV2 := deployV1
 	deployV2.Version = "v2"
