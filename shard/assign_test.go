@@ -123,8 +123,13 @@ func TestBoundedLoad(t *testing.T) {
 }
 
 func TestInputOrderAndProcs(t *testing.T) {
-	ts := workload("lognormal", 3000, 5)
-	want, err := Assign(ts, []int{0, 2, 4, 6, 8}, Options{})
+	// Large enough for rankAll to split the work across goroutines.
+	ts := workload("lognormal", 10000, 5)
+	var shards []int
+	for i := range 40 {
+		shards = append(shards, 3*i)
+	}
+	want, err := Assign(ts, shards, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +138,9 @@ func TestInputOrderAndProcs(t *testing.T) {
 		prev := runtime.GOMAXPROCS(procs)
 		shuffled := slices.Clone(ts)
 		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		got, err := Assign(shuffled, []int{8, 6, 4, 2, 0}, Options{})
+		reversed := slices.Clone(shards)
+		slices.Reverse(reversed)
+		got, err := Assign(shuffled, reversed, Options{})
 		runtime.GOMAXPROCS(prev)
 		if err != nil {
 			t.Fatal(err)

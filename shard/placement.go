@@ -2,7 +2,9 @@ package shard
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 )
 
 // Move records a tenant whose shard changed. From is -1 for a tenant that
@@ -118,9 +120,7 @@ func (p *Placement) setShards(ids []int) error {
 	if p.prefs != nil {
 		clear(p.prefs)
 	}
-	for i := range p.entries {
-		p.rank(&p.entries[i])
-	}
+	p.rankAll()
 	return nil
 }
 
@@ -211,6 +211,32 @@ func (p *Placement) place(e *entry, load []int) int32 {
 		return int32(fit)
 	}
 	return int32(least)
+}
+
+// rankAll ranks every entry. Scoring every shard for every tenant is the
+// largest part of a full recompute, and each tenant is independent of the
+// others, so large inputs are split across goroutines; the result does not
+// depend on how many.
+func (p *Placement) rankAll() {
+	const minWork = 1 << 16 // tenant·shard scores below which one goroutine is faster
+	workers := min(runtime.GOMAXPROCS(0), 8, len(p.entries)*len(p.seeds)/minWork)
+	if workers <= 1 {
+		for i := range p.entries {
+			p.rank(&p.entries[i])
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (len(p.entries) + workers - 1) / workers
+	for lo := 0; lo < len(p.entries); lo += chunk {
+		part := p.entries[lo:min(lo+chunk, len(p.entries))]
+		wg.Go(func() {
+			for i := range part {
+				p.rank(&part[i])
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // prefLen is how much of a spilled tenant's ranking a Placement keeps.
