@@ -9,5 +9,6 @@ import (
 func (e *Engine) kinds() []kindController {
 	return []kindController{
 		{kind: sourcev1.GitRepositoryKind, newObject: func() client.Object { return &sourcev1.GitRepository{} }, reconciler: &gitRepositoryReconciler{e: e}},
+		{kind: sourcev1.OCIRepositoryKind, newObject: func() client.Object { return &sourcev1.OCIRepository{} }, reconciler: &ociRepositoryReconciler{e: e}},
 	}
 }

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/oci"
+)
+
+type ociRepositoryReconciler struct{ e *Engine }
+
+func (r *ociRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	e := r.e
+	obj := &sourcev1.OCIRepository{}
+	sobj := source.Object{Kind: sourcev1.OCIRepositoryKind, Namespace: req.Namespace, Name: req.Name}
+	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, e.store.Remove(ctx, sobj)
+		}
+		return ctrl.Result{}, err
+	}
+	if obj.Spec.Suspend || !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	start := time.Now()
+	orig := obj.DeepCopy()
+	out := r.reconcile(ctx, obj, sobj)
+	obj.Status.ObservedGeneration = obj.Generation
+	obj.Status.LastHandledReconcileAt = handledRequest(obj)
+	return e.finish(ctx, sourcev1.OCIRepositoryKind, obj, orig, start, out,
+		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+}
+
+func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.OCIRepository, sobj source.Object) outcome {
+	e := r.e
+	if err := unsupported(sourcev1.OCIRepositoryKind,
+		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
+		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
+		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+		fieldCheck{"spec.ref.semverFilter", obj.Spec.Reference != nil && obj.Spec.Reference.SemverFilter != ""},
+	); err != nil {
+		return stalled(UnsupportedFieldReason, err)
+	}
+	if !strings.HasPrefix(obj.Spec.URL, "oci://") {
+		return stalled(sourcev1.URLInvalidReason, fmt.Errorf("OCIRepository/%s/%s: URL %q must start with oci://", obj.Namespace, obj.Name, obj.Spec.URL))
+	}
+	opts, err := r.options(ctx, obj)
+	if err != nil {
+		return failed(sourcev1.AuthenticationFailedReason, err)
+	}
+	if a := obj.Status.Artifact; a != nil && e.store.Exists(fromMetaArtifact(a)) {
+		opts.LastRevision = a.Revision
+	}
+	res, err := oci.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
+	if err != nil {
+		return failed(sourcev1.OCIPullFailedReason, err)
+	}
+	if res.Unchanged {
+		return succeeded("stored artifact for digest '%s'", obj.Status.Artifact.Revision)
+	}
+	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.URL = res.Artifact.URL
+	obj.Status.ObservedIgnore = obj.Spec.Ignore
+	obj.Status.ObservedLayerSelector = obj.Spec.LayerSelector
+	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
+		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+	}
+	return succeeded("stored artifact for digest '%s'", res.Artifact.Revision)
+}
+
+func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCIRepository) (oci.Options, error) {
+	ref := fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name)
+	opts := oci.Options{Timeout: durationOr(obj.Spec.Timeout, 60*time.Second), Insecure: obj.Spec.Insecure}
+	if rf := obj.Spec.Reference; rf != nil {
+		opts.Ref = oci.Ref{Tag: rf.Tag, SemVer: rf.SemVer, Digest: rf.Digest}
+	}
+	if ls := obj.Spec.LayerSelector; ls != nil {
+		opts.Layer = oci.LayerSelector{MediaType: ls.MediaType, Operation: oci.Operation(ls.Operation)}
+	}
+	if obj.Spec.Ignore != nil {
+		opts.Ignore = splitLines(*obj.Spec.Ignore)
+	}
+	if obj.Spec.SecretRef != nil {
+		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		opts.DockerConfigJSON = s.Data[".dockerconfigjson"]
+		if len(opts.DockerConfigJSON) == 0 {
+			return opts, fmt.Errorf("%s: Secret %s/%s has no .dockerconfigjson", ref, s.Namespace, s.Name)
+		}
+	}
+	if obj.Spec.CertSecretRef != nil {
+		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+			return opts, fmt.Errorf("%s: %w", ref, err)
+		}
+	}
+	if obj.Spec.ProxySecretRef != nil {
+		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		if opts.ProxyURL, err = proxyURL(s); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
+}
