@@ -22,7 +22,7 @@ type Tenant struct {
 
 // Options tune the assignment. The zero value is the documented default.
 type Options struct {
-	// LoadFactor is c in the shard capacity ceil(c·W/N), where W is the total
+	// LoadFactor is c in the shard capacity floor(c·W/N), where W is the total
 	// weight and N the number of shards. Zero means DefaultLoadFactor (1.02);
 	// values below 1 are raised to 1. It is used with four decimal digits.
 	LoadFactor float64
@@ -44,7 +44,8 @@ type Assignment struct {
 	Shards []int
 	// Load holds the total weight on Shards[i] at index i.
 	Load []int
-	// Capacity is the bound ceil(c·W/N) that placement tried to respect.
+	// Capacity is the bound max(floor(c·W/N), ceil(W/N)) that placement
+	// respects; only a tenant that fits nowhere can exceed it.
 	Capacity int
 	// Tenants maps each tenant ID to its shard ID.
 	Tenants map[string]int
@@ -63,7 +64,7 @@ func (a Assignment) Lookup(id string) (int, bool) {
 //   - each tenant ranks the shards by score(xxhash64(tenant), shard);
 //   - tenants are placed heaviest first, ties broken by hash and then ID;
 //   - each takes the first shard in its ranking where load+weight stays within
-//     ceil(c·W/N), or the least-loaded shard if none does.
+//     max(floor(c·W/N), ceil(W/N)), or the least-loaded shard if none does.
 //
 // The result depends only on the set of tenants, the set of shard IDs and
 // the options, never on input order. Tenant IDs and shard IDs must be unique
