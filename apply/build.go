@@ -1,7 +1,9 @@
 package apply
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -202,33 +205,38 @@ func ReadObjects(r io.Reader, source string) ([]*unstructured.Unstructured, erro
 }
 
 func decodeObjects(r io.Reader) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
 	var out []*unstructured.Unstructured
 	for doc := 1; ; doc++ {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
+		data, err := yr.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", doc, err)
+		}
+		js, err := yaml.YAMLToJSON(data)
+		if err != nil {
 			return nil, fmt.Errorf("document %d: invalid YAML: %w", doc, err)
 		}
-		if m == nil {
-			continue
+		var tm struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
 		}
-		u := &unstructured.Unstructured{Object: m}
-		if u.GetAPIVersion() == "" || u.GetKind() == "" {
-			continue
+		if err := json.Unmarshal(js, &tm); err != nil || tm.APIVersion == "" || tm.Kind == "" {
+			continue // null, a scalar, or not a Kubernetes object
 		}
-		if u.IsList() {
-			err := u.EachListItem(func(o runtimeObject) error {
-				out = append(out, o.(*unstructured.Unstructured))
-				return nil
-			})
-			if err != nil {
-				return nil, fmt.Errorf("document %d: %w", doc, err)
+		obj, err := runtime.Decode(unstructured.UnstructuredJSONScheme, js)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", doc, err)
+		}
+		switch o := obj.(type) {
+		case *unstructured.Unstructured:
+			out = append(out, o)
+		case *unstructured.UnstructuredList:
+			for i := range o.Items {
+				out = append(out, &o.Items[i])
 			}
-			continue
 		}
-		out = append(out, u)
 	}
 }

@@ -5,13 +5,10 @@ import (
 	"path"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
-
-type runtimeObject = runtime.Object
 
 // checkNoRemote walks the kustomization in dir and the local bases it
 // references, and fails on the first remote reference.
