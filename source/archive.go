@@ -26,6 +26,9 @@ type ArchiveOptions struct {
 	// IgnoreFile is the name of the per-directory ignore file.
 	// Default: ".sourceignore".
 	IgnoreFile string
+	// Verbatim archives every file: no VCS defaults and no ignore files,
+	// only Ignore. Composed artifacts use it. Default: false.
+	Verbatim bool
 }
 
 // epoch is the modification time of every entry, so that archives of the
@@ -40,10 +43,17 @@ func WriteArchive(ctx context.Context, w io.Writer, dir string, opts ArchiveOpti
 	if opts.IgnoreFile == "" {
 		opts.IgnoreFile = IgnoreFile
 	}
-	ps := parsePatterns([]byte(vcsPatterns+strings.Join(opts.Ignore, "\n")), nil)
+	defaults := vcsPatterns
+	if opts.Verbatim {
+		defaults = ""
+	}
+	ps := parsePatterns([]byte(defaults+strings.Join(opts.Ignore, "\n")), nil)
 	gz, _ := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 	tw := tar.NewWriter(gz)
 	a := archiver{ctx: ctx, root: dir, tw: tw, ignoreFile: opts.IgnoreFile}
+	if opts.Verbatim {
+		a.ignoreFile = ""
+	}
 	if err := a.walk("", nil, ps); err != nil {
 		return err
 	}
@@ -66,7 +76,7 @@ func (a *archiver) walk(rel string, segs []string, ps []gitignore.Pattern) error
 		return err
 	}
 	abs := filepath.Join(a.root, filepath.FromSlash(rel))
-	if b, err := os.ReadFile(filepath.Join(abs, a.ignoreFile)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(abs, a.ignoreFile)); a.ignoreFile != "" && err == nil {
 		ps = append(slices.Clip(ps), parsePatterns(b, slices.Clone(segs))...)
 	}
 	m := gitignore.NewMatcher(ps)

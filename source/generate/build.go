@@ -1,0 +1,42 @@
+package generate
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/cozystack/cozy-aio/source"
+)
+
+// OriginRevisionKey is the metadata key of the origin revision, the OCI
+// annotation Flux uses.
+const OriginRevisionKey = "org.opencontainers.image.revision"
+
+// Build composes the spec into a temporary directory and stores the result
+// as obj's artifact, archived verbatim (no ignore rules: the sources were
+// filtered when they were fetched). Its revision is the one the spec names,
+// or "latest@<digest>" of the archive, which is deterministic: the same
+// inputs give the same digest. It does not apply retention.
+func Build(ctx context.Context, store *source.Store, obj source.Object, sources map[string]Source, spec Spec) (source.Artifact, Result, error) {
+	tmp, err := os.MkdirTemp("", "cozy-generate-")
+	if err != nil {
+		return source.Artifact{}, Result{}, err
+	}
+	defer os.RemoveAll(tmp)
+	res, err := Compose(ctx, sources, spec, tmp)
+	if err != nil {
+		return source.Artifact{}, Result{}, fmt.Errorf("%s: %w", obj, err)
+	}
+	a, err := store.Archive(ctx, obj, tmp, res.Revision, source.ArchiveOptions{Verbatim: true})
+	if err != nil {
+		return source.Artifact{}, Result{}, fmt.Errorf("%s: %w", obj, err)
+	}
+	if a.Revision == "" {
+		a.Revision = "latest@" + a.Digest
+		res.Revision = a.Revision
+	}
+	if res.OriginRevision != "" {
+		a.Metadata = map[string]string{OriginRevisionKey: res.OriginRevision}
+	}
+	return a, res, nil
+}

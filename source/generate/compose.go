@@ -1,0 +1,231 @@
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Result describes a composition.
+type Result struct {
+	// Revision is the source revision named by Spec.Revision; empty when
+	// the spec leaves it to the output digest (Build fills it in then).
+	Revision string
+	// OriginRevision is the origin revision named by Spec.OriginRevision.
+	OriginRevision string
+	// Files lists the files of the output, sorted.
+	Files []string
+}
+
+// Compose runs the spec's copy operations from sources into dst, a
+// directory that is created if needed and should be empty. Nothing is
+// written outside dst.
+func Compose(ctx context.Context, sources map[string]Source, spec Spec, dst string) (Result, error) {
+	res, err := revisions(sources, spec)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return Result{}, err
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return Result{}, err
+	}
+	defer root.Close()
+	c := composer{ctx: ctx, out: root, dstDir: dst, files: map[string]bool{}}
+	for i, op := range spec.Copy {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		if err := c.run(sources, op); err != nil {
+			return Result{}, &CopyError{Index: i, From: op.From, To: op.To, Err: err}
+		}
+	}
+	for f := range c.files {
+		res.Files = append(res.Files, f)
+	}
+	slices.Sort(res.Files)
+	return res, nil
+}
+
+func revisions(sources map[string]Source, spec Spec) (Result, error) {
+	var res Result
+	for _, r := range []struct {
+		ref string
+		set func(Source)
+	}{
+		{spec.Revision, func(s Source) { res.Revision = s.Revision }},
+		{spec.OriginRevision, func(s Source) { res.OriginRevision = s.OriginRevision }},
+	} {
+		if r.ref == "" {
+			continue
+		}
+		alias, err := parseAliasRef(r.ref)
+		if err != nil {
+			return Result{}, err
+		}
+		s, ok := sources[alias]
+		if !ok {
+			return Result{}, fmt.Errorf("%w: %q", ErrUnknownAlias, alias)
+		}
+		r.set(s)
+	}
+	return res, nil
+}
+
+type composer struct {
+	ctx    context.Context
+	out    *os.Root
+	dstDir string
+	files  map[string]bool // written files, for Result.Files
+}
+
+// run executes one operation.
+func (c *composer) run(sources map[string]Source, op Copy) error {
+	alias, pattern, err := ParseFrom(op.From)
+	if err != nil {
+		return err
+	}
+	to, toDir, err := ParseTo(op.To)
+	if err != nil {
+		return err
+	}
+	src, ok := sources[alias]
+	if !ok || src.FS == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownAlias, alias)
+	}
+	strategy := op.Strategy
+	switch strategy {
+	case "":
+		strategy = Overwrite
+	case Overwrite, Merge, Extract:
+	default:
+		return fmt.Errorf("unknown strategy %q", strategy)
+	}
+	w := walker{c: c, fsys: src.FS, ex: excluder(op.Exclude), strategy: strategy}
+	if hasMeta(pattern) {
+		return w.glob(pattern, to)
+	}
+	return w.literal(pattern, to, toDir)
+}
+
+type walker struct {
+	c        *composer
+	fsys     fs.FS
+	ex       excluder
+	strategy Strategy
+	matched  int
+}
+
+// literal copies a file or, cp -r style, a directory.
+func (w *walker) literal(pattern, to string, toDir bool) error {
+	name := strings.TrimSuffix(pattern, "/")
+	if name == "" {
+		name = "."
+	}
+	fi, err := fs.Stat(w.fsys, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s", ErrNoMatch, pattern)
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		if strings.HasSuffix(pattern, "/") {
+			return fmt.Errorf("%w: %s is not a directory", ErrNoMatch, name)
+		}
+		dest := to
+		if toDir {
+			dest = path.Join(to, path.Base(name))
+		}
+		if w.strategy == Extract {
+			if !isTarball(name) {
+				return fmt.Errorf("%w: %s", ErrNotArchive, name)
+			}
+			dest = to
+		}
+		if w.ex.excluded(name, path.Base(name)) {
+			return nil
+		}
+		return w.file(name, dest)
+	}
+	if w.strategy == Extract {
+		return fmt.Errorf("%w: %s is a directory", ErrNotArchive, name)
+	}
+	dest := to
+	if toDir && name != "." {
+		dest = path.Join(to, path.Base(name))
+	}
+	return w.tree(name, name, dest)
+}
+
+// glob copies every match of pattern, files and whole directories, at its
+// path below the pattern's non-glob prefix.
+func (w *walker) glob(pattern, to string) error {
+	prefix := globPrefix(strings.TrimSuffix(pattern, "/"))
+	start := prefix
+	if start == "" {
+		start = "."
+	}
+	err := fs.WalkDir(w.fsys, start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !match(strings.TrimSuffix(pattern, "/"), p) {
+			return nil
+		}
+		if d.IsDir() {
+			if w.strategy == Extract {
+				return nil
+			}
+			if err := w.tree(p, prefix, to); err != nil {
+				return err
+			}
+			return fs.SkipDir
+		}
+		if w.strategy == Extract && !isTarball(p) {
+			return nil
+		}
+		return w.copyAt(p, prefix, to)
+	})
+	if errors.Is(err, fs.ErrNotExist) || err == nil && w.matched == 0 {
+		return fmt.Errorf("%w: %s", ErrNoMatch, pattern)
+	}
+	return err
+}
+
+// tree copies every file below dir to dest, at its path relative to base.
+func (w *walker) tree(dir, base, dest string) error {
+	return fs.WalkDir(w.fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		return w.copyAt(p, base, dest)
+	})
+}
+
+// copyAt copies the file p to dest joined with p's path below base.
+func (w *walker) copyAt(p, base, dest string) error {
+	sub := p
+	if base != "" && base != "." {
+		sub = strings.TrimPrefix(p, base+"/")
+	}
+	w.matched++
+	if w.ex.excluded(p, sub) {
+		return nil
+	}
+	if w.strategy == Extract {
+		return w.file(p, dest)
+	}
+	return w.file(p, path.Join(dest, sub))
+}
+
+func isTarball(name string) bool {
+	return strings.HasSuffix(name, ".tgz") || strings.HasSuffix(name, ".tar.gz")
+}
