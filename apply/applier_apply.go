@@ -154,6 +154,9 @@ func (a *Applier) applyStage(ctx context.Context, objs []*unstructured.Unstructu
 	sem := make(chan struct{}, a.opts.Concurrency)
 	var wg sync.WaitGroup
 	ownerLabels := opts.Owner.Labels()
+	if a.opts.Cache != nil {
+		a.warmCache(ctx, objs, opts.WaitTimeout)
+	}
 	for i, o := range objs {
 		sem <- struct{}{}
 		wg.Add(1)
@@ -170,6 +173,25 @@ func (a *Applier) applyStage(ctx context.Context, objs []*unstructured.Unstructu
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// warmCache syncs the Cache's watches of the resources of objs before a
+// stage, so that every object of the stage is checked against watched
+// state. After the first apply of a kind this returns at once.
+func (a *Applier) warmCache(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) {
+	seen := map[schema.GroupVersionKind]bool{}
+	var gvrs []schema.GroupVersionResource
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		if seen[gvk] {
+			continue
+		}
+		seen[gvk] = true
+		if m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			gvrs = append(gvrs, m.Resource)
+		}
+	}
+	a.opts.Cache.warm(ctx, gvrs, timeout)
 }
 
 // withLabels returns o with extra labels, copying only the maps it changes.

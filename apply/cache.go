@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -95,6 +96,31 @@ func (c *Cache) informer(gvr schema.GroupVersionResource) cache.SharedIndexInfor
 		return nil
 	}
 	return inf
+}
+
+// warm starts the watches of gvrs and waits, at most until timeout, for
+// them to sync, so that a large apply needs no GET per object. It does
+// nothing when the Cache is not started.
+func (c *Cache) warm(ctx context.Context, gvrs []schema.GroupVersionResource, timeout time.Duration) {
+	c.mu.Lock()
+	started := c.ctx != nil
+	c.mu.Unlock()
+	if !started {
+		return
+	}
+	var syncs []cache.InformerSynced
+	for _, gvr := range gvrs {
+		c.informer(gvr)
+		c.mu.Lock()
+		inf := c.informers[gvr]
+		c.mu.Unlock()
+		if inf != nil {
+			syncs = append(syncs, inf.HasSynced)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cache.WaitForCacheSync(ctx.Done(), syncs...)
 }
 
 // stripMetadata keeps only what the Cache reads, to hold thousands of
