@@ -70,11 +70,14 @@ func (a Assignment) Lookup(id string) (int, bool) {
 // the options, never on input order. Tenant IDs and shard IDs must be unique
 // and weights must not be negative.
 func Assign(tenants []Tenant, shards []int, opts Options) (Assignment, error) {
-	p, err := newPlacement(tenants, shards, opts, false)
+	scratch := scratchPool.Get().(*sortScratch)
+	defer scratchPool.Put(scratch)
+	p, err := newPlacement(tenants, shards, opts, false, scratch)
 	if err != nil {
 		return Assignment{}, err
 	}
 	a := p.Assignment()
+	clear(scratch.entries) // drop the tenant ID strings for the collector
 	if len(a.Tenants) != len(tenants) {
 		// Duplicate IDs collapse in the map; find one to name it.
 		seen := make(map[string]bool, len(tenants))

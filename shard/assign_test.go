@@ -248,3 +248,34 @@ func TestResizeTarget(t *testing.T) {
 		t.Errorf("16→17: moved/optimal = %.3f > 1.3", r)
 	}
 }
+
+// TestAssignConcurrent runs Assign from several goroutines: it shares
+// scratch buffers through a pool and must stay pure.
+func TestAssignConcurrent(t *testing.T) {
+	ts := workload("zipf", 3000, 6)
+	want, err := Assign(ts, Range(12), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for range 5 {
+				got, err := Assign(ts[:len(ts)-g], Range(12), Options{})
+				if err == nil && g == 0 && !maps.Equal(got.Tenants, want.Tenants) {
+					err = errors.New("concurrent Assign differs")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -54,13 +54,16 @@ type Placement struct {
 // NewPlacement places tenants on shards as Assign does and keeps the result
 // for incremental updates.
 func NewPlacement(tenants []Tenant, shards []int, opts Options) (*Placement, error) {
-	return newPlacement(tenants, shards, opts, true)
+	return newPlacement(tenants, shards, opts, true, nil)
 }
 
 // newPlacement builds a placement; without an index it cannot be updated
 // or looked up and is only read through its entries, which is what Assign
 // needs, and it does not check for duplicate tenant IDs.
-func newPlacement(tenants []Tenant, shards []int, opts Options, index bool) (*Placement, error) {
+//
+// scratch, if not nil, provides the buffers; the placement then must not
+// outlive the caller's use of scratch.
+func newPlacement(tenants []Tenant, shards []int, opts Options, index bool, scratch *sortScratch) (*Placement, error) {
 	ids, err := sortedShards(shards)
 	if err != nil {
 		return nil, err
@@ -82,7 +85,7 @@ func newPlacement(tenants []Tenant, shards []int, opts Options, index bool) (*Pl
 		}
 		p.total += t.Weight
 	}
-	p.entries = sortedEntries(tenants)
+	p.entries = sortedEntries(tenants, scratch)
 	if err := p.setShards(ids); err != nil {
 		return nil, err
 	}
@@ -267,24 +270,49 @@ func ranksBelow(v uint64, i int, u uint64, j int) bool {
 	return v < u || (v == u && i > j)
 }
 
+// sortKey is a tenant's placement order key: ^weight then hash, so that
+// ascending order is heaviest first.
+type sortKey struct {
+	hi, lo uint64
+	idx    int32
+}
+
+// sortScratch holds the buffers of one sort, reused across calls to Assign
+// to spare the garbage collector about a megabyte per call.
+type sortScratch struct {
+	keys, buf []sortKey
+	entries   []entry
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(sortScratch) }}
+
+// grow returns s resized to n, reusing its array when it is large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
 // sortedEntries returns the tenants as entries in placement order. It radix
 // sorts (weight descending, hash ascending) and orders equal hashes by ID, as
 // compareEntries does. For 10,000 tenants this is several times faster than
-// a comparison sort, which was a large part of a full recompute.
-func sortedEntries(tenants []Tenant) []entry {
-	type key struct {
-		hi, lo uint64 // ^weight, hash
-		idx    int32
+// a comparison sort, which was a large part of a full recompute. With a
+// scratch, the result lives in scratch.entries.
+func sortedEntries(tenants []Tenant, scratch *sortScratch) []entry {
+	sc := scratch
+	if sc == nil {
+		sc = &sortScratch{}
 	}
-	keys := make([]key, len(tenants))
+	keys := grow(sc.keys, len(tenants))
+	buf := grow(sc.buf, len(tenants))
 	for i, t := range tenants {
-		keys[i] = key{^uint64(t.Weight), tenantHash(t.ID), int32(i)}
+		keys[i] = sortKey{^uint64(t.Weight), tenantHash(t.ID), int32(i)}
 	}
-	buf := make([]key, len(keys))
 	var count [256]int
 	for pass := range 16 {
 		hiPass, shift := pass >= 8, uint(pass%8)*8
-		digit := func(k *key) int {
+		digit := func(k *sortKey) int {
 			if hiPass {
 				return int(k.hi >> shift & 0xff)
 			}
@@ -309,7 +337,13 @@ func sortedEntries(tenants []Tenant) []entry {
 		}
 		keys, buf = buf, keys
 	}
-	es := make([]entry, len(keys))
+	var es []entry
+	if scratch != nil {
+		es = grow(scratch.entries, len(keys))
+		scratch.entries = es
+	} else {
+		es = make([]entry, len(keys))
+	}
 	for i, k := range keys {
 		es[i] = entry{id: tenants[k.idx].ID, h: k.lo, w: tenants[k.idx].Weight, at: -1}
 	}
@@ -318,5 +352,6 @@ func sortedEntries(tenants []Tenant) []entry {
 			es[j], es[j-1] = es[j-1], es[j]
 		}
 	}
+	sc.keys, sc.buf = keys, buf
 	return es
 }
