@@ -3,6 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strconv"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -32,6 +37,8 @@ type kindController struct {
 // fed from a goroutine, so no wake-up is lost.
 const wakeBuffer = 1024
 
+var skipNameValidation = true
+
 // setupControllers registers a controller per kind. Each reacts to spec
 // changes and reconcile requests (not to its own status writes), and to
 // wake-ups sent by the engine when a dependency becomes ready or the gate
@@ -43,7 +50,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 		ch := make(chan event.GenericEvent, wakeBuffer)
 		e.wake[k.kind] = ch
 		e.newObject[k.kind] = k.newObject
-		err := ctrl.NewControllerManagedBy(e.mgr).
+		b := ctrl.NewControllerManagedBy(e.mgr).
 			Named(k.kind).
 			For(k.newObject(), builder.WithPredicates(predicate.Or(
 				predicate.GenerationChangedPredicate{},
@@ -51,8 +58,20 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 				predicate.LabelChangedPredicate{},
 				predicate.AnnotationChangedPredicate{},
 			))).
-			WatchesRawSource(ctrlsource.Channel(ch, &handler.EnqueueRequestForObject{})).
-			WithOptions(controller.Options{MaxConcurrentReconciles: e.opts.Concurrency}).
+			WatchesRawSource(ctrlsource.Channel(ch, &handler.EnqueueRequestForObject{}))
+		// Dependencies and sources wake their dependents through the shared
+		// cache: the event comes from the informer, so the woken reconcile
+		// reads the state that woke it.
+		for _, dep := range dependencyKinds(kinds) {
+			b = b.Watches(dep.newObject(), handler.EnqueueRequestsFromMapFunc(e.dependentsOf(dep.kind, k.kind)),
+				builder.WithPredicates(readinessChanged{}))
+		}
+		err := b.
+			WithOptions(controller.Options{
+				MaxConcurrentReconciles: e.opts.Concurrency,
+				// Several engines may share a process (tests, embedders).
+				SkipNameValidation: &skipNameValidation,
+			}).
 			Complete(k.reconciler)
 		if err != nil {
 			return err
@@ -78,11 +97,46 @@ func (e *Engine) enqueue(ref Ref) {
 	}
 }
 
-// wakeDependents enqueues every object that depends on ref.
-func (e *Engine) wakeDependents(ref Ref) {
-	for _, d := range e.graph.Dependents(ref) {
-		e.enqueue(d)
+// dependentsOf maps an object of depKind to the objects of kind that
+// depend on it.
+func (e *Engine) dependentsOf(depKind, kind string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		var out []reconcile.Request
+		for _, d := range e.graph.Dependents(Ref{Kind: depKind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
+			if d.Kind == kind {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
+			}
+		}
+		return out
 	}
+}
+
+// dependencyKinds are the kinds a unit can wait on: every reconciled kind,
+// and ExternalArtifact, which the ArtifactGenerator writes.
+func dependencyKinds(kinds []kindController) []kindController {
+	out := append([]kindController(nil), kinds...)
+	return append(out, kindController{kind: sourcev1.ExternalArtifactKind, newObject: func() client.Object { return &sourcev1.ExternalArtifact{} }})
+}
+
+// readinessChanged passes updates that can unblock a dependent: the Ready
+// condition or the artifact changed.
+type readinessChanged struct{ predicate.Funcs }
+
+func (readinessChanged) Update(ev event.UpdateEvent) bool {
+	return readiness(ev.ObjectOld) != readiness(ev.ObjectNew)
+}
+
+func readiness(o client.Object) string {
+	var s string
+	if g, ok := o.(conditions.Getter); ok {
+		if c := conditions.Get(g, meta.ReadyCondition); c != nil {
+			s = string(c.Status) + "/" + strconv.FormatInt(c.ObservedGeneration, 10)
+		}
+	}
+	if a, ok := o.(interface{ GetArtifact() *meta.Artifact }); ok && a.GetArtifact() != nil {
+		s += "/" + a.GetArtifact().Digest
+	}
+	return s
 }
 
 // Wake re-enqueues every object of every kind, for example when the

@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/engine/crds"
 	"github.com/cozystack/cozy-aio/source"
 )
@@ -60,6 +61,12 @@ type Engine struct {
 	started  atomic.Bool
 	recorder recorder.EventRecorder
 
+	appliers   appliers
+	applyCache *apply.Cache
+	waits      waits
+	// runCtx lives as long as Start; waits started by reconcilers use it.
+	runCtx context.Context
+
 	wake      map[string]chan event.GenericEvent
 	newObject map[string]func() client.Object
 }
@@ -88,7 +95,15 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("artifact server on %s: %w", opts.ArtifactAddr, err)
 	}
+	applyCache, err := apply.NewCache(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(applyCache); err != nil {
+		return nil, err
+	}
 	e := &Engine{
+		applyCache: applyCache, runCtx: context.Background(),
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
 		recorder: mgr.GetEventRecorder("cozy-aio"),
@@ -144,6 +159,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	e.runCtx = ctx
 	e.started.Store(true)
 	return e.mgr.Start(ctx)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -10,5 +11,6 @@ func (e *Engine) kinds() []kindController {
 	return []kindController{
 		{kind: sourcev1.GitRepositoryKind, newObject: func() client.Object { return &sourcev1.GitRepository{} }, reconciler: &gitRepositoryReconciler{e: e}},
 		{kind: sourcev1.OCIRepositoryKind, newObject: func() client.Object { return &sourcev1.OCIRepository{} }, reconciler: &ociRepositoryReconciler{e: e}},
+		{kind: kustomizev1.KustomizationKind, newObject: func() client.Object { return &kustomizev1.Kustomization{} }, reconciler: &kustomizationReconciler{e: e}},
 	}
 }

@@ -40,6 +40,9 @@ type Options struct {
 	// bases, and applies tenant objects as DefaultServiceAccount when an
 	// object names none. Default: false.
 	Restricted bool
+	// AllowRemoteBases lets kustomizations reference remote bases (Git or
+	// HTTP URLs). Default: false. Restricted mode always forbids them.
+	AllowRemoteBases bool
 	// DefaultServiceAccount is used in restricted mode. Default: "default".
 	DefaultServiceAccount string
 	// InstallCRDs server-side applies the embedded Flux CRDs at start.

@@ -88,9 +88,6 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 	if c := conditions.Get(obj, meta.ReadyCondition); c != nil {
 		e.metrics.RecordCondition(ref, *c)
 	}
-	if out.ready {
-		e.wakeDependents(Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
-	}
 	switch {
 	case out.requeueAfter > 0:
 		return ctrl.Result{RequeueAfter: out.requeueAfter}, nil

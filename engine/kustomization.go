@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/apply"
+)
+
+// Finalizer is set on objects whose deletion must clean up: a pruning
+// Kustomization deletes its inventory, as in Flux.
+const Finalizer = "finalizers.fluxcd.io"
+
+type kustomizationReconciler struct{ e *Engine }
+
+func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	e := r.e
+	obj := &kustomizev1.Kustomization{}
+	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	self := Ref{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, obj, self)
+	}
+	if obj.Spec.Suspend {
+		return ctrl.Result{}, nil
+	}
+	if err := r.ensureFinalizer(ctx, obj); err != nil {
+		return ctrl.Result{}, err
+	}
+	start := time.Now()
+	orig := obj.DeepCopy()
+	out := r.reconcile(ctx, obj, self)
+	obj.Status.ObservedGeneration = obj.Generation
+	obj.Status.LastHandledReconcileAt = handledRequest(obj)
+	return e.finish(ctx, kustomizev1.KustomizationKind, obj, orig, start, out,
+		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRetryInterval()})
+}
+
+func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self Ref) outcome {
+	e := r.e
+	if err := kustomizationUnsupported(obj); err != nil {
+		return stalled(UnsupportedFieldReason, err)
+	}
+	deps, err := dependencies(kustomizev1.KustomizationKind, obj, obj.Spec.DependsOn)
+	if err != nil {
+		return stalled(meta.DependencyNotReadyReason, err)
+	}
+	src := sourceRefOf(self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
+	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRetryInterval()); !ok {
+		return out
+	}
+	art, out, ok := e.sourceArtifact(ctx, self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
+	if !ok {
+		return out
+	}
+	obj.Status.LastAttemptedRevision = art.Revision
+	key := waitKey{ref: self, generation: obj.Generation, revision: art.Revision}
+	if out, pending := e.waits.outcome(key); pending {
+		if out.reason != "" {
+			obj.Status.LastAppliedRevision = revisionIfReady(out, art.Revision, obj.Status.LastAppliedRevision)
+		}
+		return out
+	}
+	objs, out, ok := r.build(ctx, obj, self, art)
+	if !ok {
+		return out
+	}
+	applier, err := e.applierFor(obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+	if err != nil {
+		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+	}
+	owner := apply.Owner{LabelPrefix: "kustomize.toolkit.fluxcd.io", Name: obj.Name, Namespace: obj.Namespace}
+	policy := apply.ImmutableFail
+	if obj.Spec.Force {
+		policy = apply.ImmutableRecreate
+	}
+	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout()})
+	if err != nil {
+		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+	}
+	next := cs.Inventory()
+	if obj.Spec.Prune && obj.Status.Inventory != nil {
+		stale := inventoryOf(obj.Status.Inventory).Stale(next)
+		if _, err := applier.Prune(ctx, stale, apply.PruneOptions{Owner: owner}); err != nil {
+			obj.Status.Inventory = toFluxInventory(next)
+			return failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, err))
+		}
+	}
+	obj.Status.Inventory = toFluxInventory(next)
+	checks := r.healthChecks(obj, next)
+	if len(checks) == 0 {
+		obj.Status.LastAppliedRevision = art.Revision
+		return succeeded("Applied revision: %s", art.Revision)
+	}
+	if err := e.startWait(key, obj.Spec.HealthCheckExprs, checks, obj.GetTimeout()); err != nil {
+		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
+	}
+	return waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d objects to become ready", art.Revision, len(checks)), 0)
+}
+
+func revisionIfReady(out outcome, rev, prev string) string {
+	if out.ready {
+		return rev
+	}
+	return prev
+}
+
+func (r *kustomizationReconciler) ensureFinalizer(ctx context.Context, obj *kustomizev1.Kustomization) error {
+	if !obj.Spec.Prune || controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return nil
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	controllerutil.AddFinalizer(obj, Finalizer)
+	return r.e.mgr.GetClient().Patch(ctx, obj, patch)
+}
+
+// finalize prunes a deleted Kustomization's inventory, then lets it go.
+func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self Ref) error {
+	e := r.e
+	e.graph.Remove(self)
+	e.waits.forget(self)
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return nil
+	}
+	if obj.Spec.Prune && !obj.Spec.Suspend && obj.Status.Inventory != nil {
+		applier, err := e.applierFor(obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+		if err != nil {
+			return err
+		}
+		owner := apply.Owner{LabelPrefix: "kustomize.toolkit.fluxcd.io", Name: obj.Name, Namespace: obj.Namespace}
+		if _, err := applier.Prune(ctx, inventoryOf(obj.Status.Inventory).Entries, apply.PruneOptions{Owner: owner}); err != nil {
+			return fmt.Errorf("%s: pruning on deletion: %w", self, err)
+		}
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// healthChecks lists what to wait for: every applied object with
+// spec.wait, else spec.healthChecks.
+func (r *kustomizationReconciler) healthChecks(obj *kustomizev1.Kustomization, inv apply.Inventory) []apply.ObjectRef {
+	if obj.Spec.Wait {
+		return inv.Entries
+	}
+	var out []apply.ObjectRef
+	for _, hc := range obj.Spec.HealthChecks {
+		gv, _ := schema.ParseGroupVersion(hc.APIVersion)
+		ns := hc.Namespace
+		if ns == "" {
+			ns = obj.Namespace
+		}
+		out = append(out, apply.ObjectRef{Group: gv.Group, Version: gv.Version, Kind: hc.Kind, Namespace: ns, Name: hc.Name})
+	}
+	return out
+}
+
+func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
+	readyExpr := false
+	for _, d := range obj.Spec.DependsOn {
+		readyExpr = readyExpr || d.ReadyExpr != ""
+	}
+	return unsupported(kustomizev1.KustomizationKind,
+		fieldCheck{"spec.decryption", obj.Spec.Decryption != nil},
+		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
+		fieldCheck{"spec.patches", len(obj.Spec.Patches) > 0},
+		fieldCheck{"spec.images", len(obj.Spec.Images) > 0},
+		fieldCheck{"spec.components", len(obj.Spec.Components) > 0},
+		fieldCheck{"spec.namePrefix", obj.Spec.NamePrefix != ""},
+		fieldCheck{"spec.nameSuffix", obj.Spec.NameSuffix != ""},
+		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
+		fieldCheck{"spec.deletionPolicy", obj.Spec.DeletionPolicy != "" && obj.Spec.DeletionPolicy != kustomizev1.DeletionPolicyMirrorPrune},
+		fieldCheck{"spec.buildMetadata", len(obj.Spec.BuildMetadata) > 0},
+		fieldCheck{"spec.ignore", len(obj.Spec.Ignore) > 0},
+		fieldCheck{"spec.dependsOn[].readyExpr", readyExpr},
+		fieldCheck{"spec.postBuild.substituteStrategy", obj.Spec.PostBuild != nil && obj.Spec.PostBuild.SubstituteStrategy != ""},
+	)
+}

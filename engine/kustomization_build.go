@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/source"
+)
+
+// build extracts the artifact, builds spec.path with kustomize, sets the
+// target namespace and substitutes post-build variables.
+func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Kustomization, self Ref, art source.Artifact) ([]*unstructured.Unstructured, outcome, bool) {
+	e := r.e
+	tmp, err := os.MkdirTemp("", "cozy-build-")
+	if err != nil {
+		return nil, failed(meta.BuildFailedReason, err), false
+	}
+	defer os.RemoveAll(tmp)
+	if err := e.store.Extract(ctx, art, tmp, source.ExtractOptions{}); err != nil {
+		return nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting artifact %s: %w", self, art.Revision, err)), false
+	}
+	dir, err := securejoin.SecureJoin(tmp, obj.Spec.Path)
+	if err != nil {
+		return nil, stalled(meta.InvalidPathReason, fmt.Errorf("%s: path %q: %w", self, obj.Spec.Path, err)), false
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, failed(meta.InvalidPathReason, fmt.Errorf("%s: path %q not found in revision %s", self, obj.Spec.Path, art.Revision)), false
+	}
+	objs, err := apply.Build(ctx, dir, apply.BuildOptions{AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted})
+	if err != nil {
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
+	}
+	if ns := obj.Spec.TargetNamespace; ns != "" {
+		if err := r.setNamespace(objs, ns); err != nil {
+			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		}
+	}
+	if pb := obj.Spec.PostBuild; pb != nil {
+		vars, err := r.substitutions(ctx, obj, self)
+		if err != nil {
+			return nil, failed(meta.BuildFailedReason, err), false
+		}
+		if objs, err = apply.Substitute(objs, apply.SubstituteOptions{Vars: vars}); err != nil {
+			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		}
+	}
+	if e.opts.Restricted {
+		for _, o := range objs {
+			if o.GetNamespace() != "" && o.GetNamespace() != obj.Namespace && obj.Spec.TargetNamespace == "" {
+				return nil, stalled(meta.BuildFailedReason, fmt.Errorf("%s: object %s/%s/%s is in another namespace: %w",
+					self, o.GetKind(), o.GetNamespace(), o.GetName(), ErrCrossNamespace)), false
+			}
+		}
+	}
+	return objs, outcome{}, true
+}
+
+// relPaths hides the temporary directory in build errors, so that they
+// name files as the user knows them.
+func relPaths(err error, tmp string) error {
+	return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), tmp+"/", ""))
+}
+
+// setNamespace puts every namespaced object in ns, as Flux's
+// targetNamespace does.
+func (r *kustomizationReconciler) setNamespace(objs []*unstructured.Unstructured, ns string) error {
+	mapper := r.e.mgr.GetRESTMapper()
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if apimeta.IsNoMatchError(err) {
+			// A kind whose CRD comes in the same set: assume namespaced.
+			o.SetNamespace(ns)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if m.Scope.Name() == apimeta.RESTScopeNameNamespace {
+			o.SetNamespace(ns)
+		}
+	}
+	return nil
+}
+
+// substitutions merges postBuild.substituteFrom (in order) and then
+// postBuild.substitute, later values winning.
+func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustomizev1.Kustomization, self Ref) (map[string]string, error) {
+	vars := map[string]string{}
+	for _, ref := range obj.Spec.PostBuild.SubstituteFrom {
+		key := client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}
+		var data map[string]string
+		switch ref.Kind {
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err := r.e.mgr.GetClient().Get(ctx, key, &cm); err != nil {
+				if ref.Optional && client.IgnoreNotFound(err) == nil {
+					continue
+				}
+				return nil, fmt.Errorf("%s: substituteFrom ConfigMap %s: %w", self, key, err)
+			}
+			data = cm.Data
+		case "Secret":
+			var s corev1.Secret
+			if err := r.e.mgr.GetClient().Get(ctx, key, &s); err != nil {
+				if ref.Optional && client.IgnoreNotFound(err) == nil {
+					continue
+				}
+				return nil, fmt.Errorf("%s: substituteFrom Secret %s: %w", self, key, err)
+			}
+			data = map[string]string{}
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		default:
+			return nil, fmt.Errorf("%s: substituteFrom kind %q must be ConfigMap or Secret", self, ref.Kind)
+		}
+		for k, v := range data {
+			vars[k] = v
+		}
+	}
+	for k, v := range obj.Spec.PostBuild.Substitute {
+		vars[k] = v
+	}
+	return vars, nil
+}
+
+func inventoryOf(inv *kustomizev1.ResourceInventory) apply.Inventory {
+	var refs []apply.ObjectRef
+	for _, e := range inv.Entries {
+		if r, err := apply.ParseID(e.ID, e.Version); err == nil {
+			refs = append(refs, r)
+		}
+	}
+	return apply.NewInventory(refs...)
+}
+
+func toFluxInventory(inv apply.Inventory) *kustomizev1.ResourceInventory {
+	out := &kustomizev1.ResourceInventory{Entries: make([]kustomizev1.ResourceRef, 0, len(inv.Entries))}
+	for _, r := range inv.Entries {
+		out.Entries = append(out.Entries, kustomizev1.ResourceRef{ID: r.ID(), Version: r.Version})
+	}
+	return out
+}

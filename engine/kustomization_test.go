@@ -1,0 +1,199 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+func configMap(name, ns string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\ndata:\n  key: value\n"
+}
+
+// gitSource serves files at branch main and creates a GitRepository for it.
+func gitSource(t *testing.T, ns, name string, files map[string]string) (*testenv.GitRepo, *sourcev1.GitRepository) {
+	t.Helper()
+	srv, err := testenv.StartGitServer(testenv.GitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	repo, err := srv.Repo(name + ".git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Commit("main", files, "initial"); err != nil {
+		t.Fatal(err)
+	}
+	gr := &sourcev1.GitRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: sourcev1.GitRepositorySpec{
+			URL: repo.URL(), Interval: metav1.Duration{Duration: time.Hour},
+			Reference: &sourcev1.GitRepositoryRef{Branch: "main"},
+		},
+	}
+	if err := cp.Client.Create(context.Background(), gr); err != nil {
+		t.Fatal(err)
+	}
+	return repo, gr
+}
+
+func kustomization(ns, name, source, path string) *kustomizev1.Kustomization {
+	return &kustomizev1.Kustomization{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: kustomizev1.KustomizationSpec{
+			Interval:  metav1.Duration{Duration: time.Hour},
+			Path:      path,
+			Prune:     true,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.GitRepositoryKind, Name: source},
+		},
+	}
+}
+
+func exists(t *testing.T, obj client.Object) bool {
+	t.Helper()
+	err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func TestKustomizationAppliesAndPrunesAcrossCommits(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	repo, _ := gitSource(t, ns, "apps", map[string]string{
+		"deploy/a.yaml": configMap("a", ns),
+		"deploy/b.yaml": configMap("b", ns),
+	})
+	startEngine(t, engine.Options{})
+	ks := kustomization(ns, "apps", "apps", "./deploy")
+	if err := cp.Client.Create(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ks, readyIs(ks, true), "Ready=True")
+	first := ks.Status.LastAppliedRevision
+	if !strings.HasPrefix(first, "main@sha1:") || len(ks.Status.Inventory.Entries) != 2 {
+		t.Fatalf("revision %q inventory %+v", first, ks.Status.Inventory)
+	}
+	a := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}
+	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns}}
+	if !exists(t, a) || !exists(t, b) {
+		t.Fatal("both ConfigMaps should exist after the first commit")
+	}
+	if a.Labels["kustomize.toolkit.fluxcd.io/name"] != "apps" {
+		t.Fatalf("applied objects carry Flux's owner labels, got %v", a.Labels)
+	}
+
+	// Second commit: b leaves, c arrives. Ask for a reconcile as the flux CLI does.
+	if _, err := repo.Commit("main", map[string]string{
+		"deploy/a.yaml": configMap("a", ns),
+		"deploy/c.yaml": configMap("c", ns),
+	}, "second"); err != nil {
+		t.Fatal(err)
+	}
+	gr := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns}}
+	requestReconcile(t, gr)
+	waitFor(t, ks, func() bool { return ks.Status.LastAppliedRevision != first && conditions.IsReady(ks) }, "second revision applied")
+	c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}}
+	if !exists(t, a) || !exists(t, c) {
+		t.Fatal("a and c should exist after the second commit")
+	}
+	if exists(t, b) {
+		t.Fatal("b left the source and must be pruned")
+	}
+
+	// Deleting the Kustomization prunes its inventory (finalizer).
+	if err := cp.Client.Delete(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for exists(t, a) {
+		if time.Now().After(deadline) {
+			t.Fatal("deleting a pruning Kustomization must prune its inventory")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if exists(t, ks) {
+		t.Fatal("the Kustomization should be gone once its finalizer ran")
+	}
+}
+
+func TestKustomizationBadInputs(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	gitSource(t, ns, "src", map[string]string{
+		"good/cm.yaml":              configMap("good", ns),
+		"broken/kustomization.yaml": "resources: [missing.yaml]\n",
+	})
+	startEngine(t, engine.Options{})
+	good := kustomization(ns, "good", "src", "./good")
+	badPath := kustomization(ns, "bad-path", "src", "./nowhere")
+	broken := kustomization(ns, "broken", "src", "./broken")
+	noSource := kustomization(ns, "no-source", "absent", "./good")
+	cycleA := kustomization(ns, "cycle-a", "src", "./good")
+	cycleA.Spec.DependsOn = []meta.DependencyReference{{Name: "cycle-b"}}
+	cycleB := kustomization(ns, "cycle-b", "src", "./good")
+	cycleB.Spec.DependsOn = []meta.DependencyReference{{Name: "cycle-a"}}
+	for _, k := range []*kustomizev1.Kustomization{good, badPath, broken, noSource, cycleA, cycleB} {
+		if err := cp.Client.Create(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, good, readyIs(good, true), "Ready=True")
+	for _, tc := range []struct {
+		k      *kustomizev1.Kustomization
+		reason string
+		says   []string
+	}{
+		{badPath, meta.InvalidPathReason, []string{"Kustomization/" + ns + "/bad-path", "./nowhere"}},
+		{broken, meta.BuildFailedReason, []string{"Kustomization/" + ns + "/broken", "missing.yaml"}},
+		{noSource, meta.ArtifactFailedReason, []string{"GitRepository/" + ns + "/absent", "not found"}},
+		{cycleA, engine.DependencyCycleReason, []string{"cycle-a", "cycle-b"}},
+		{cycleB, engine.DependencyCycleReason, []string{"cycle-a", "cycle-b"}},
+	} {
+		k := tc.k
+		waitFor(t, k, readyIs(k, false), "Ready=False")
+		reason, msg := conditions.GetReason(k, meta.ReadyCondition), conditions.GetMessage(k, meta.ReadyCondition)
+		if reason != tc.reason {
+			t.Errorf("%s: reason %q, want %q (message %q)", k.Name, reason, tc.reason, msg)
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(msg, s) {
+				t.Errorf("%s: message %q does not say %q", k.Name, msg, s)
+			}
+		}
+	}
+}
+
+// requestReconcile sets reconcile.fluxcd.io/requestedAt, as `flux reconcile` does.
+func requestReconcile(t *testing.T, obj client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[meta.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
+	obj.SetAnnotations(ann)
+	if err := cp.Client.Patch(ctx, obj, patch); err != nil {
+		t.Fatal(err)
+	}
+}

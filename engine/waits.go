@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/kustomize"
+	"github.com/fluxcd/pkg/apis/meta"
+
+	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/health"
+)
+
+// waitKey identifies what a health wait is about: one generation of one
+// object at one source revision. A new generation or revision makes an
+// older wait moot.
+type waitKey struct {
+	ref        Ref
+	generation int64
+	revision   string
+}
+
+type waitEntry struct {
+	key    waitKey
+	handle *health.Handle
+	done   bool
+	out    outcome
+}
+
+// waits tracks the health waits in flight. A wait runs on watches, not on
+// a worker: the reconciler starts it and returns, and the wait's end
+// enqueues the object again, whose next reconcile reads the result here.
+type waits struct {
+	mu sync.Mutex
+	m  map[Ref]*waitEntry
+}
+
+// outcome reports on the wait for key. pending is false when there is no
+// wait for this key (none started, or one for an older key, which is
+// cancelled): the caller applies and may start one. A finished wait is
+// reported once and forgotten, so the next interval checks afresh.
+func (w *waits) outcome(key waitKey) (out outcome, pending bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[key.ref]
+	if !ok {
+		return outcome{}, false
+	}
+	if e.key != key {
+		e.handle.Cancel()
+		delete(w.m, key.ref)
+		return outcome{}, false
+	}
+	if !e.done {
+		rep := e.handle.Report()
+		return waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d of %d objects: %s",
+			key.revision, len(rep.NotReady()), len(rep.Objects), summary(rep)), 0), true
+	}
+	delete(w.m, key.ref)
+	return e.out, true
+}
+
+func (w *waits) forget(ref Ref) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e, ok := w.m[ref]; ok {
+		e.handle.Cancel()
+		delete(w.m, ref)
+	}
+}
+
+func summary(rep health.Report) string {
+	nr := rep.NotReady()
+	if len(nr) == 0 {
+		return "none"
+	}
+	s := nr[0].String()
+	if len(nr) > 1 {
+		s += fmt.Sprintf(" and %d more", len(nr)-1)
+	}
+	return s
+}
+
+// startWait starts an event-driven wait for refs and returns at once.
+func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, refs []apply.ObjectRef, timeout time.Duration) error {
+	var checker *health.Checker
+	if len(exprs) > 0 {
+		hx := make([]health.Expr, len(exprs))
+		for i, x := range exprs {
+			hx[i] = health.Expr{APIVersion: x.APIVersion, Kind: x.Kind, Current: x.Current, InProgress: x.InProgress, Failed: x.Failed}
+		}
+		var err error
+		if checker, err = health.NewChecker(hx); err != nil {
+			return err
+		}
+	}
+	waiter, err := health.NewWaiter(e.cfg, health.WaiterOptions{Checker: checker, Mapper: e.mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	hrefs := make([]health.ObjectRef, len(refs))
+	for i, r := range refs {
+		hrefs[i] = health.ObjectRef{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+	}
+	entry := &waitEntry{key: key}
+	e.waits.mu.Lock()
+	if old, ok := e.waits.m[key.ref]; ok {
+		old.handle.Cancel()
+	}
+	if e.waits.m == nil {
+		e.waits.m = map[Ref]*waitEntry{}
+	}
+	e.waits.m[key.ref] = entry
+	entry.handle = waiter.Start(e.runCtx, hrefs, health.WaitOptions{
+		Timeout: timeout,
+		OnDone: func(rep health.Report, err error) {
+			e.waits.mu.Lock()
+			entry.done = true
+			if err == nil && rep.Ready() {
+				entry.out = succeeded("Applied revision: %s", key.revision)
+			} else {
+				if err == nil {
+					err = fmt.Errorf("not ready: %s", summary(rep))
+				}
+				entry.out = failed(meta.HealthCheckFailedReason, fmt.Errorf("%s: health check failed: %w", key.ref, err))
+			}
+			e.waits.mu.Unlock()
+			e.enqueue(key.ref)
+		},
+	})
+	e.waits.mu.Unlock()
+	return nil
+}
