@@ -27,7 +27,8 @@
 // a shard, tenants share workers by deficit round-robin over run time, each
 // tenant has a concurrency cap, failing items back off exponentially without
 // blocking the queue, and a key never runs on two workers at once, even
-// while a resize moves its tenant. Start(ctx) blocks until ctx ends and the
+// while a resize moves its tenant. AddAfter queues a key after a delay, for
+// periodic reconciliation. Start(ctx) blocks until ctx ends and the
 // running items finish or the grace period expires. Stats returns load per
 // shard, queue depths and wait times per tenant as data.
 //

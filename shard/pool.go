@@ -102,6 +102,20 @@ func (p *Pool) Add(tenant, key string, fn func(ctx context.Context) error) {
 	p.signal(p.s.queues[p.s.tenants[tenant].shard])
 }
 
+// AddAfter queues fn as the work of key for tenant once d has passed, for
+// periodic reconciliation. A key already queued stays queued (with fn); a key
+// already waiting keeps the earlier due time; a key that is running waits d
+// after its run ends, or its failure backoff if that is shorter. d ≤ 0 is Add.
+func (p *Pool) AddAfter(tenant, key string, d time.Duration, fn func(ctx context.Context) error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	before := len(p.s.queues)
+	p.s.addAfter(p.now(), tenant, key, d, fn)
+	p.afterChange(before)
+	p.signal(p.s.queues[p.s.tenants[tenant].shard])
+	p.kickDelay()
+}
+
 // SetTenant sets the weight of a tenant, placing it if it is new. With an
 // automatic shard count this may resize the pool.
 func (p *Pool) SetTenant(t Tenant) error {

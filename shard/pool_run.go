@@ -77,7 +77,7 @@ func (p *Pool) work(q *fairQueue, g *group) {
 		took := p.now().Sub(start)
 		p.mu.Lock()
 		next := p.s.done(p.now(), it, err, took)
-		if it.state == backingOff {
+		if it.state == waiting {
 			p.kickDelay()
 		}
 		if next != q {

@@ -66,7 +66,7 @@ func TestPoolRunsEveryItemOnce(t *testing.T) {
 	load := 0
 	for _, s := range st.Shards {
 		load += s.Load
-		if s.Queued+s.Running+s.BackingOff != 0 {
+		if s.Queued+s.Running+s.Waiting != 0 {
 			t.Errorf("shard %d still has work: %+v", s.ID, s)
 		}
 	}
@@ -238,7 +238,7 @@ func TestPoolPanicIsFailure(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	_ = stop()
 	st := p.Stats()
-	if len(st.Tenants) != 1 || st.Tenants[0].Failed != 1 || st.Tenants[0].BackingOff != 1 {
+	if len(st.Tenants) != 1 || st.Tenants[0].Failed != 1 || st.Tenants[0].Waiting != 1 {
 		t.Fatalf("Stats().Tenants = %+v, want one failure backing off", st.Tenants)
 	}
 }
@@ -282,7 +282,7 @@ func waitIdle(t *testing.T, p *Pool) {
 	for time.Now().Before(deadline) {
 		busy := 0
 		for _, s := range p.Stats().Shards {
-			busy += s.Queued + s.Running + s.BackingOff
+			busy += s.Queued + s.Running + s.Waiting
 		}
 		if busy == 0 {
 			return
@@ -290,4 +290,18 @@ func waitIdle(t *testing.T, p *Pool) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("pool did not drain within a minute")
+}
+
+func TestPoolAddAfter(t *testing.T) {
+	p := NewPool(PoolOptions{Shards: 1})
+	ran := make(chan struct{})
+	p.AddAfter("a", "later", 5*time.Millisecond, func(context.Context) error { close(ran); return nil })
+	if st := p.Stats(); st.Shards[0].Waiting != 1 {
+		t.Fatalf("Stats().Shards[0] = %+v, want one waiting item", st.Shards[0])
+	}
+	stop := startPool(t, p)
+	<-ran
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }

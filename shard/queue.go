@@ -17,7 +17,8 @@ type item struct {
 	dirty    bool // added again while running: run again once done
 	failures int
 	readyAt  time.Time // when it became ready, for the wait time
-	due      time.Time // end of its backoff while backingOff
+	due      time.Time // when it becomes ready while waiting
+	after    time.Time // requested by addAfter while running, zero if none
 	heapIdx  int
 }
 
@@ -27,7 +28,7 @@ const (
 	idle itemState = iota
 	queued
 	running
-	backingOff
+	waiting
 )
 
 // tenantQ is a tenant's queue inside its shard plus its fair-share state.

@@ -85,7 +85,7 @@ func (s *sched) removeTenant(id string) {
 	}
 	t.ready = nil
 	for k, it := range s.items {
-		if k.tenant == id && it.state == backingOff {
+		if k.tenant == id && it.state == waiting {
 			heap.Remove(&s.delayed, it.heapIdx)
 			s.forget(t, it)
 		}
@@ -157,8 +157,22 @@ func (s *sched) apply(moves []Move) {
 
 // add queues fn under (tenant, key). A key is never queued twice: adding a
 // queued key replaces its func, adding a running key runs it once more
-// afterwards, and adding a backing-off key makes it ready now.
+// afterwards, and adding a waiting key makes it ready now.
 func (s *sched) add(now time.Time, tenant, key string, fn func(context.Context) error) {
+	t, it := s.item(tenant, key, fn)
+	switch it.state {
+	case idle:
+		s.enqueue(now, t, it)
+	case running:
+		it.dirty = true
+	case waiting:
+		heap.Remove(&s.delayed, it.heapIdx)
+		s.enqueue(now, t, it)
+	}
+}
+
+// item returns the item of (tenant, key), creating it, and sets its func.
+func (s *sched) item(tenant, key string, fn func(context.Context) error) (*tenantQ, *item) {
 	t := s.tenant(tenant)
 	k := itemKey{tenant, key}
 	it := s.items[k]
@@ -168,15 +182,39 @@ func (s *sched) add(now time.Time, tenant, key string, fn func(context.Context) 
 		t.items++
 	}
 	it.fn = fn
+	return t, it
+}
+
+// addAfter queues fn under (tenant, key) once d has passed. A key that is
+// already queued stays queued; a waiting key keeps the earlier of its due
+// times; a running key waits d after its run ends, or its backoff if that
+// ends sooner.
+func (s *sched) addAfter(now time.Time, tenant, key string, d time.Duration, fn func(context.Context) error) {
+	if d <= 0 {
+		s.add(now, tenant, key, fn)
+		return
+	}
+	_, it := s.item(tenant, key, fn)
+	due := now.Add(d)
 	switch it.state {
 	case idle:
-		s.enqueue(now, t, it)
+		s.wait(it, due)
 	case running:
-		it.dirty = true
-	case backingOff:
-		heap.Remove(&s.delayed, it.heapIdx)
-		s.enqueue(now, t, it)
+		if it.after.IsZero() || due.Before(it.after) {
+			it.after = due
+		}
+	case waiting:
+		if due.Before(it.due) {
+			it.due = due
+			heap.Fix(&s.delayed, it.heapIdx)
+		}
 	}
+}
+
+func (s *sched) wait(it *item, due time.Time) {
+	it.state = waiting
+	it.due = due
+	heap.Push(&s.delayed, it)
 }
 
 func (s *sched) enqueue(now time.Time, t *tenantQ, it *item) {
@@ -219,6 +257,8 @@ func (s *sched) done(now time.Time, it *item, err error, took time.Duration) *fa
 		t.succeeded++
 		it.failures = 0
 	}
+	after := it.after
+	it.after = time.Time{}
 	switch {
 	case t.shard < 0:
 		s.forget(t, it)
@@ -226,9 +266,16 @@ func (s *sched) done(now time.Time, it *item, err error, took time.Duration) *fa
 		it.dirty = false
 		s.enqueue(now, t, it)
 	case err != nil:
-		it.state = backingOff
-		it.due = now.Add(s.backoff(it.failures))
-		heap.Push(&s.delayed, it)
+		due := now.Add(s.backoff(it.failures))
+		if !after.IsZero() && after.Before(due) {
+			due = after
+		}
+		s.wait(it, due)
+	case !after.IsZero():
+		if after.Before(now) {
+			after = now
+		}
+		s.wait(it, after)
 	default:
 		s.forget(t, it)
 	}

@@ -197,3 +197,43 @@ func TestCount(t *testing.T) {
 		})
 	}
 }
+
+func TestSchedAddAfter(t *testing.T) {
+	s := newSched(PoolOptions{Shards: 1, BackoffBase: time.Minute})
+	q := s.queues[0]
+	s.addAfter(t0, "a", "x", 10*time.Second, nop)
+	if it := s.next(t0, q); it != nil {
+		t.Fatal("item ran before its delay")
+	}
+	s.addAfter(t0, "a", "x", 5*time.Second, nop) // the earlier due time wins
+	s.addAfter(t0, "a", "x", 20*time.Second, nop)
+	if due := s.promote(t0, nil); !due.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("due = %v, want t0+5s", due.Sub(t0))
+	}
+	now := t0.Add(5 * time.Second)
+	s.promote(now, nil)
+	it := s.next(now, q)
+	if it == nil {
+		t.Fatal("item not ready at its due time")
+	}
+	// Requested while running: waits after the run ends...
+	s.addAfter(now, "a", "x", 30*time.Second, nop)
+	s.done(now.Add(time.Second), it, nil, time.Second)
+	if due := s.promote(now.Add(time.Second), nil); !due.Equal(now.Add(30 * time.Second)) {
+		t.Fatalf("due after success = %v, want +30s", due.Sub(now))
+	}
+	// ...and a failure waits for the shorter of the delay and the backoff.
+	now = now.Add(30 * time.Second)
+	s.promote(now, nil)
+	it = s.next(now, q)
+	s.addAfter(now, "a", "x", 10*time.Second, nop)
+	s.done(now, it, errors.New("fail"), time.Second)
+	if due := s.promote(now, nil); !due.Equal(now.Add(10 * time.Second)) {
+		t.Fatalf("due after failure = %v, want +10s (shorter than the 1m backoff)", due.Sub(now))
+	}
+	// Add makes a waiting item ready at once.
+	s.add(now, "a", "x", nop)
+	if it := s.next(now, q); it == nil {
+		t.Fatal("Add did not make the waiting item ready")
+	}
+}

@@ -21,19 +21,19 @@ type ShardStats struct {
 	Load int
 	// Tenants is the number of tenants placed on the shard.
 	Tenants int
-	// Queued is the number of items ready to run; BackingOff the number
-	// waiting for their backoff to end; Running the number running now,
-	// counted on the tenant's current shard.
-	Queued, BackingOff, Running int
+	// Queued is the number of items ready to run; Waiting the number
+	// waiting for a failure backoff or an AddAfter delay to end; Running the
+	// number running now. All are counted on the tenant's current shard.
+	Queued, Waiting, Running int
 }
 
 // TenantStats describes one tenant.
 type TenantStats struct {
 	ID string
 	// Shard is the tenant's shard, -1 once removed while items still run.
-	Shard                       int
-	Weight                      int
-	Queued, BackingOff, Running int
+	Shard                    int
+	Weight                   int
+	Queued, Waiting, Running int
 	// Succeeded and Failed count finished runs.
 	Succeeded, Failed uint64
 	// Waits counts started runs; WaitTotal and WaitMax are the time items
@@ -73,14 +73,14 @@ func (s *sched) stats() Stats {
 		st.Tenants = append(st.Tenants, ts)
 	}
 	for _, it := range s.items {
-		if it.state == backingOff {
-			st.Tenants[byID[it.k.tenant]].BackingOff++
+		if it.state == waiting {
+			st.Tenants[byID[it.k.tenant]].Waiting++
 		}
 	}
 	for _, ts := range st.Tenants {
 		if i, ok := at[ts.Shard]; ok {
 			st.Shards[i].Queued += ts.Queued
-			st.Shards[i].BackingOff += ts.BackingOff
+			st.Shards[i].Waiting += ts.Waiting
 			st.Shards[i].Running += ts.Running
 		}
 	}
