@@ -7,8 +7,8 @@ import (
 	"sync"
 )
 
-// Move records a tenant whose shard changed. From is -1 for a tenant that
-// was added and To is -1 for a tenant that was removed.
+// Move records a tenant whose shard changed. From and To are shard IDs; From
+// is -1 for a tenant that was added and To is -1 for one that was removed.
 type Move struct {
 	Tenant   string
 	Weight   int
@@ -22,7 +22,6 @@ type entry struct {
 	w   int
 	at  int32 // index into Placement.ids, -1 while unplaced
 	top int32 // index of the best-ranked shard
-
 }
 
 // slot is what Lookup needs about a tenant.
