@@ -76,8 +76,10 @@ func (a *archiver) walk(rel string, segs []string, ps []gitignore.Pattern) error
 		return err
 	}
 	abs := filepath.Join(a.root, filepath.FromSlash(rel))
-	if b, err := os.ReadFile(filepath.Join(abs, a.ignoreFile)); a.ignoreFile != "" && err == nil {
-		ps = append(slices.Clip(ps), parsePatterns(b, slices.Clone(segs))...)
+	if a.ignoreFile != "" {
+		if b, err := os.ReadFile(filepath.Join(abs, a.ignoreFile)); err == nil {
+			ps = append(slices.Clip(ps), parsePatterns(b, slices.Clone(segs))...)
+		}
 	}
 	m := gitignore.NewMatcher(ps)
 	entries, err := os.ReadDir(abs)

@@ -1,6 +1,7 @@
 package generate_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cozystack/cozy-aio/internal/testenv"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/generate"
 )
@@ -45,8 +45,12 @@ func dirSource(t testing.TB, files map[string]string, rev string, reverse bool) 
 
 func fixtureSources(t testing.TB, reverse bool) map[string]generate.Source {
 	t.Helper()
-	dep, err := testenv.TarGz(map[string]string{"Chart.yaml": "name: dep\n", "values.yaml": "x: 1\n"}, "dep/")
-	if err != nil {
+	depDir := t.TempDir()
+	os.MkdirAll(filepath.Join(depDir, "dep"), 0o755)
+	os.WriteFile(filepath.Join(depDir, "dep", "Chart.yaml"), []byte("name: dep\n"), 0o644)
+	os.WriteFile(filepath.Join(depDir, "dep", "values.yaml"), []byte("x: 1\n"), 0o644)
+	var dep bytes.Buffer
+	if err := source.WriteArchive(context.Background(), &dep, depDir, source.ArchiveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return map[string]generate.Source{
@@ -61,7 +65,7 @@ func fixtureSources(t testing.TB, reverse bool) map[string]generate.Source {
 			"podinfo/charts/ignored.tgz": "not really",
 		}, "6.5.0@sha256:2222222222222222222222222222222222222222222222222222222222222222", reverse),
 		"values": dirSource(t, map[string]string{
-			"prod.yaml": "image:\n  tag: 6.5.0\nports: [8080]\n", "list.yaml": "- a\n", "dep.tgz": string(dep),
+			"prod.yaml": "image:\n  tag: 6.5.0\nports: [8080]\n", "list.yaml": "- a\n", "dep.tgz": dep.String(),
 		}, "main@sha1:3333333333333333333333333333333333333333", reverse),
 	}
 }

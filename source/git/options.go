@@ -58,7 +58,9 @@ type Options struct {
 	// fetches the full history. A Commit ref always fetches full history.
 	Depth int
 	// LastRevision is the revision of the artifact the caller holds. Fetch
-	// skips the clone when the remote still resolves to it. Default: none.
+	// skips the clone when the remote still resolves to it. Pass it only
+	// while that artifact exists in the store and the ignore patterns are
+	// unchanged. Default: none.
 	LastRevision string
 	// Ignore holds extra .gitignore-syntax patterns for the archive, on top
 	// of .sourceignore files and the VCS defaults. Default: none.

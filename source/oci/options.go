@@ -59,7 +59,9 @@ type Options struct {
 	// Timeout bounds the whole operation. Default: 60s.
 	Timeout time.Duration
 	// LastRevision is the revision of the artifact the caller holds. Fetch
-	// skips the pull when the registry still resolves to it.
+	// skips the pull when the registry still resolves to it. Pass it only
+	// while that artifact exists in the store and the layer selector and
+	// ignore patterns are unchanged. Default: none.
 	LastRevision string
 	// Ignore holds extra .gitignore-syntax patterns applied when the
 	// layer is extracted. Default: none.
