@@ -220,10 +220,12 @@ func TestPoolGracePeriod(t *testing.T) {
 	})
 	t.Run("start twice", func(t *testing.T) {
 		p := NewPool(PoolOptions{})
+		running := make(chan struct{})
+		p.Add("a", "probe", func(context.Context) error { close(running); return nil })
 		stop := startPool(t, p)
-		time.Sleep(time.Millisecond)
-		if err := p.Start(context.Background()); !errors.Is(err, ErrStarted) && err != nil {
-			t.Fatalf("second Start() = %v", err)
+		<-running // the first Start is under way
+		if err := p.Start(context.Background()); !errors.Is(err, ErrStarted) {
+			t.Fatalf("second Start() = %v, want ErrStarted", err)
 		}
 		_ = stop()
 	})
@@ -235,8 +237,7 @@ func TestPoolPanicIsFailure(t *testing.T) {
 	p.Add("a", "bad", func(context.Context) error { defer close(done); panic("oops") })
 	stop := startPool(t, p)
 	<-done
-	time.Sleep(5 * time.Millisecond)
-	_ = stop()
+	_ = stop() // Start returns after the worker has recorded the run
 	st := p.Stats()
 	if len(st.Tenants) != 1 || st.Tenants[0].Failed != 1 || st.Tenants[0].Waiting != 1 {
 		t.Fatalf("Stats().Tenants = %+v, want one failure backing off", st.Tenants)
