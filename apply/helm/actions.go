@@ -172,32 +172,26 @@ func (m *Manager) prepare(ctx context.Context, s Spec) (prepared, error) {
 // was uninstalled is replaced; a pending revision of a dead holder is
 // recovered first (see the package doc).
 func (m *Manager) Install(ctx context.Context, rel Release, o InstallOptions) (Result, error) {
-	var res Result
-	err := m.locked(ctx, rel, ActionInstall, func() error {
+	return locked(ctx, m, rel, ActionInstall, func() (Result, error) {
 		s, p, err := m.begin(ctx, rel, o.Spec, ActionInstall)
 		if err != nil {
-			return err
+			return Result{Action: ActionInstall}, err
 		}
 		r, err := s.install(o, p)
-		res = resultOf(ActionInstall, r)
-		return err
+		return resultOf(ActionInstall, r), err
 	})
-	return res, err
 }
 
 // Upgrade upgrades a release that has a history.
 func (m *Manager) Upgrade(ctx context.Context, rel Release, o UpgradeOptions) (Result, error) {
-	var res Result
-	err := m.locked(ctx, rel, ActionUpgrade, func() error {
+	return locked(ctx, m, rel, ActionUpgrade, func() (Result, error) {
 		s, p, err := m.begin(ctx, rel, o.Spec, ActionUpgrade)
 		if err != nil {
-			return err
+			return Result{Action: ActionUpgrade}, err
 		}
 		r, err := s.upgrade(o, p)
-		res = resultOf(ActionUpgrade, r)
-		return err
+		return resultOf(ActionUpgrade, r), err
 	})
-	return res, err
 }
 
 // begin opens a session, recovers a dead holder's pending revision and
@@ -293,20 +287,17 @@ func (s *session) latest() *releasev1.Release {
 
 // Rollback rolls a release back.
 func (m *Manager) Rollback(ctx context.Context, rel Release, o RollbackOptions) (Result, error) {
-	var res Result
-	err := m.locked(ctx, rel, ActionRollback, func() error {
+	return locked(ctx, m, rel, ActionRollback, func() (Result, error) {
 		s, err := m.newSession(ctx, rel, maxHistory(o.MaxHistory))
 		if err != nil {
-			return wrap(rel, ActionRollback, err)
+			return Result{Action: ActionRollback}, wrap(rel, ActionRollback, err)
 		}
 		if _, err := s.recoverPending(o); err != nil {
-			return err
+			return Result{Action: ActionRollback}, err
 		}
 		r, err := s.rollback(o)
-		res = resultOf(ActionRollback, r)
-		return err
+		return resultOf(ActionRollback, r), err
 	})
-	return res, err
 }
 
 func (s *session) rollback(o RollbackOptions) (*releasev1.Release, error) {
@@ -339,22 +330,19 @@ func (s *session) rollback(o RollbackOptions) (*releasev1.Release, error) {
 // Uninstall uninstalls a release. A release that does not exist is not an
 // error: the Result has no revision.
 func (m *Manager) Uninstall(ctx context.Context, rel Release, o UninstallOptions) (Result, error) {
-	var res Result
-	err := m.locked(ctx, rel, ActionUninstall, func() error {
+	return locked(ctx, m, rel, ActionUninstall, func() (Result, error) {
 		s, err := m.newSession(ctx, rel, 0)
 		if err != nil {
-			return wrap(rel, ActionUninstall, err)
+			return Result{Action: ActionUninstall}, wrap(rel, ActionUninstall, err)
 		}
 		// A pending revision is uninstalled whoever holds it only when its
 		// holder is dead; recoverPending says which.
 		if _, err := s.recoverPending(RollbackOptions{Timeout: o.Timeout, Wait: o.Wait, DisableHooks: o.DisableHooks}); err != nil {
-			return err
+			return Result{Action: ActionUninstall}, err
 		}
 		r, err := s.uninstall(o)
-		res = resultOf(ActionUninstall, r)
-		return err
+		return resultOf(ActionUninstall, r), err
 	})
-	return res, err
 }
 
 func (s *session) uninstall(o UninstallOptions) (*releasev1.Release, error) {
@@ -377,13 +365,13 @@ func (s *session) uninstall(o UninstallOptions) (*releasev1.Release, error) {
 
 // Test runs the release's test hooks.
 func (m *Manager) Test(ctx context.Context, rel Release, o TestOptions) (Result, error) {
-	var res Result
-	err := m.locked(ctx, rel, ActionTest, func() error {
+	return locked(ctx, m, rel, ActionTest, func() (Result, error) {
 		s, err := m.newSession(ctx, rel, 0)
 		if err != nil {
-			return wrap(rel, ActionTest, err)
+			return Result{Action: ActionTest}, wrap(rel, ActionTest, err)
 		}
-		return s.step(ActionTest, func() error {
+		res := Result{Action: ActionTest}
+		err = s.step(ActionTest, func() error {
 			t := action.NewReleaseTesting(s.cfg)
 			t.Namespace = rel.namespace()
 			t.Timeout = timeoutOr(o.Timeout)
@@ -399,8 +387,8 @@ func (m *Manager) Test(ctx context.Context, rel Release, o TestOptions) (Result,
 			res = resultOf(ActionTest, rv)
 			return err
 		})
+		return res, err
 	})
-	return res, err
 }
 
 // Get returns the release's latest revision, with ErrReleaseNotFound when

@@ -62,17 +62,13 @@ type DriftOptions struct {
 // would change it, or when it is missing. With Correct, drifted objects
 // are applied for real.
 func (m *Manager) Drift(ctx context.Context, rel Release, o DriftOptions) ([]DriftedObject, error) {
-	var out []DriftedObject
-	a := ActionCorrectDrift
-	err := m.locked(ctx, rel, a, func() error {
+	return locked(ctx, m, rel, ActionCorrectDrift, func() ([]DriftedObject, error) {
 		s, err := m.newSession(ctx, rel, 0)
 		if err != nil {
-			return wrap(rel, a, err)
+			return nil, wrap(rel, ActionCorrectDrift, err)
 		}
-		out, err = s.drift(o.Correct)
-		return err
+		return s.drift(o.Correct)
 	})
-	return out, err
 }
 
 func (s *session) drift(correct bool) ([]DriftedObject, error) {

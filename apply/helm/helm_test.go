@@ -12,6 +12,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/internal/testenv"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -145,3 +146,7 @@ func mustContain(t testing.TB, err error, subs ...string) {
 		}
 	}
 }
+
+type appsDeployment struct{ appsv1.Deployment }
+
+type appsCondition = appsv1.DeploymentCondition

@@ -175,26 +175,37 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 
 // locked runs fn holding the release's lock. fn runs in its own goroutine
 // and keeps the lock until it returns, even when ctx ends first and locked
-// returns ctx's error: Helm finishes or fails its step (its waits follow
-// ctx) before another action may start on the release.
-func (m *Manager) locked(ctx context.Context, rel Release, a Action, fn func() error) error {
+// returns the zero T with ctx's error: Helm finishes or fails its step (its
+// waits follow ctx) before another action may start on the release.
+func locked[T any](ctx context.Context, m *Manager, rel Release, a Action, fn func() (T, error)) (T, error) {
+	var zero T
 	if rel.Name == "" {
-		return wrap(rel, a, errors.New("release name is empty"))
+		return zero, wrap(rel, a, errors.New("release name is empty"))
 	}
 	key := rel.String()
 	if err := m.locks.lock(ctx, key); err != nil {
-		return wrap(rel, a, err)
+		return zero, wrap(rel, a, err)
 	}
-	done := make(chan error, 1)
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
 		defer m.locks.unlock(key)
-		done <- safely(fn)
+		var r result
+		r.err = safely(func() error {
+			var err error
+			r.v, err = fn()
+			return err
+		})
+		done <- r
 	}()
 	select {
-	case err := <-done:
-		return err
+	case r := <-done:
+		return r.v, r.err
 	case <-ctx.Done():
-		return wrap(rel, a, fmt.Errorf("%w (the action finishes in the background and then releases its lock)", ctx.Err()))
+		return zero, wrap(rel, a, fmt.Errorf("%w (the action finishes in the background and then releases its lock)", ctx.Err()))
 	}
 }
 

@@ -60,16 +60,19 @@ type Outcome struct {
 // "has no deployed releases" cannot happen: a release without a deployed
 // revision is installed again over its failed history.
 func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions, st State) (Outcome, error) {
-	out := Outcome{State: st}
-	err := m.locked(ctx, rel, ActionNone, func() error {
+	out, err := locked(ctx, m, rel, ActionNone, func() (Outcome, error) {
+		out := Outcome{State: st}
 		s, err := m.newSession(ctx, rel, maxHistory(o.MaxHistory))
 		if err != nil {
-			return wrap(rel, ActionNone, err)
+			return out, wrap(rel, ActionNone, err)
 		}
 		err = s.reconcile(o, &out)
 		out.Release = resultOf(ActionNone, s.latest())
-		return err
+		return out, err
 	})
+	if out.State == (State{}) {
+		out.State = st // ctx ended first: the state is unchanged
+	}
 	if out.Next.Kind == "" && err != nil {
 		out.Next = Next{Kind: NextRetry, Reason: err.Error()}
 	}

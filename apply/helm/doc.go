@@ -1,0 +1,104 @@
+// Package helm runs Helm v4 releases in-process: install, upgrade,
+// rollback, uninstall and test, with server-side apply (force-conflicts),
+// kstatus waits through Helm's event-driven watcher, per-call timeouts,
+// remediation as plain state, and recovery of releases left pending by a
+// dead process. It shares the process's rest.Config: no kubeconfig file and
+// no helm binary.
+//
+// # Usage
+//
+//	m, err := helm.New(restConfig, helm.Options{Holder: helm.Holder{ID: podName}})
+//	rel := helm.Release{Name: "redis", Namespace: "tenant-a", ServiceAccount: "tenant-a"}
+//	out, err := m.Reconcile(ctx, rel, helm.ReconcileOptions{
+//		Spec: helm.Spec{
+//			Chart:   helm.Chart{Ref: "oci://registry.example/charts/redis", Version: "1.2.3"},
+//			Values:  []map[string]any{valuesFromConfigMap, inlineValues}, // later layers win
+//			Timeout: 5 * time.Minute,
+//		},
+//		Upgrade: helm.Remediation{Retries: 2}, // then roll back and stall
+//		Drift:   helm.DriftCorrect,
+//	}, persistedState)
+//	// Persist out.State (in HelmRelease status); requeue per out.Next.
+//
+// Reconcile is the engine's entry point: one call recovers, installs or
+// upgrades, remediates a failure and corrects drift, and returns what it
+// did (Outcome.Steps), the remediation State to persist and what to do
+// next. The verbs Install, Upgrade, Rollback, Uninstall, Test and Drift do
+// one thing each.
+//
+// # Charts and values
+//
+// A Chart is a .tgz path (an artifact of the source store) or an OCI
+// reference pulled with oras-go (plain HTTP on request; pulls are cached
+// by manifest digest). Values are layers deep-merged by MergeValues, later
+// layers winning, and Helm merges them over the chart's defaults. A digest
+// of the chart archive and the merged values is recorded on each revision
+// (LabelDigest): a deployed revision with the desired digest is up to date
+// and is not upgraded again.
+//
+// # Release storage
+//
+// Releases are stored by Helm's Secret driver in Release.StorageNamespace
+// (default: the release namespace), keeping DefaultMaxHistory revisions.
+// With Release.ServiceAccount every request, storage included, impersonates
+// that ServiceAccount.
+//
+// # Concurrency
+//
+// A Manager serves any number of goroutines. There is no process-wide lock:
+// actions on different releases run in parallel, and each release has its
+// own lock (keyed by storageNamespace/name) so that one release never runs
+// two actions at once. The lock is released when Helm returns, also on
+// failure, panic (recovered, ErrPanic) or timeout. When ctx ends first the
+// call returns at once and the action finishes in the background (its
+// waits follow ctx, so it does so promptly) before the lock is released.
+//
+// # Crash recovery: how a dead holder is recognised
+//
+// Helm marks a revision pending-install, pending-upgrade or
+// pending-rollback while it acts and refuses to act on a pending release.
+// A process that dies mid-action leaves the release pending forever ("another
+// operation is in progress"). To tell a leftover from an action in flight,
+// every revision this package writes carries its writer (Options.Holder) in
+// the Secret's labels: LabelHolder (the caller-chosen process ID, such as
+// the Pod name) and LabelHolderStart (the process start time). Before each
+// action, under the release's lock, a pending latest revision is judged by
+// HolderDead:
+//
+//   - No action of this process is in flight on the release, because we
+//     hold its in-process lock. So a revision recorded by this process's ID
+//     with this or an earlier start time is a leftover of this process or of
+//     an earlier incarnation of it (the process restarted).
+//   - A revision without a holder was written by another tool (the helm
+//     CLI, Flux's helm-controller) that this engine replaces: a leftover.
+//   - A revision of another ID is a leftover unless Options.HolderAlive says
+//     that process is alive. By default every other holder counts as dead,
+//     which is right when a single active engine owns the releases (leader
+//     election and sharding guarantee that).
+//   - A revision of this ID with a later start time belongs to a newer
+//     incarnation: this process is the stale one and returns *HeldError.
+//
+// A leftover is marked failed (ActionRecover) and remediated: rolled back
+// to the newest deployed or superseded revision, or uninstalled when there
+// is none. Then the action proceeds. No lock timeout and no person is
+// involved. A release with no deployed revision at all ("has no deployed
+// releases") is installed again over its failed history.
+//
+// # Remediation
+//
+// Remediation (per install and per upgrade) follows Flux's semantics:
+// RemediateOnFailure retries Retries times, remediating after each failure
+// (install: uninstall; upgrade: rollback, or uninstall), remediates the last
+// failure when RemediateLastFailure says so, then stalls until the chart
+// or values change; RetryOnFailure keeps the failed release and retries
+// every RetryInterval. The decisions are pure functions, Admit and
+// AfterFailure, over State, which the caller persists.
+//
+// # Errors
+//
+// Every error is an *Error naming the action, the release
+// (storageNamespace/name) and the cause: a template that does not render
+// (Helm names the template file, line and column), values that break the
+// chart's schema, a missing chart or version (ErrChartNotFound), a failing
+// hook, a wait that timed out.
+package helm

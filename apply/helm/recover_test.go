@@ -1,0 +1,146 @@
+package helm_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cozystack/cozy-aio/apply/helm"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/client-go/kubernetes"
+)
+
+// helmStorage is Helm's own Secret storage of a namespace, to write
+// release state as a crashed process would have left it.
+func helmStorage(t *testing.T, ns string) *storage.Storage {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return storage.Init(driver.NewSecrets(cs.CoreV1().Secrets(ns)))
+}
+
+// leavePending stores a copy of revision 1 as revision rev with status st,
+// held by h, as if its holder died in the middle of the action.
+func leavePending(t *testing.T, ns, name string, rev int, st rcommon.Status, h helm.Holder) {
+	t.Helper()
+	s := helmStorage(t, ns)
+	r, err := s.Get(name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := *r.(*releasev1.Release)
+	info := *rel.Info
+	info.Status, info.Description = st, "in flight when the process died"
+	rel.Info, rel.Version = &info, rev
+	rel.Config = map[string]any{"message": "half-applied"}
+	rel.Labels = map[string]string{helm.LabelHolder: h.ID, helm.LabelHolderStart: strconv.FormatInt(h.Start.UnixNano(), 10)}
+	if err := s.Create(&rel); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRecoverPendingUpgradeOfDeadHolder(t *testing.T) {
+	ctx := testContext(t)
+	ns := cp.Namespace(t)
+	t0 := time.Now().Add(-time.Hour)
+	old := newManager(t, helm.Options{Holder: helm.Holder{ID: "engine-0", Start: t0}})
+	rel := helm.Release{Name: "crash", Namespace: ns}
+	opts := helm.ReconcileOptions{Spec: helm.Spec{Chart: ociChart("demo"), Values: []map[string]any{values("message", "before")}}}
+	out, err := old.Reconcile(ctx, rel, opts, helm.State{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leavePending(t, ns, "crash", 2, rcommon.StatusPendingUpgrade, old.Holder())
+
+	// The process restarts: same ID, later start. Nobody intervenes.
+	m := newManager(t, helm.Options{Holder: helm.Holder{ID: "engine-0", Start: t0.Add(time.Minute)}})
+	opts.Values = []map[string]any{values("message", "after")}
+	out, err = m.Reconcile(ctx, rel, opts, out.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []helm.Action
+	for _, s := range out.Steps {
+		actions = append(actions, s.Action)
+	}
+	want := []helm.Action{helm.ActionRecover, helm.ActionRollback, helm.ActionUpgrade}
+	if len(actions) != len(want) || actions[0] != want[0] || actions[1] != want[1] || actions[2] != want[2] {
+		t.Fatalf("steps %v, want %v", actions, want)
+	}
+	if out.Release.Status != "deployed" || out.Next.Kind != helm.NextDone {
+		t.Fatalf("outcome %+v", out)
+	}
+	if msg, _ := configMapMessage(t, ns, "crash"); msg != "after" {
+		t.Fatalf("message %q", msg)
+	}
+	secs := releaseSecrets(t, ns, "crash")
+	if secs["2"].Labels["status"] != "failed" {
+		t.Fatalf("pending revision 2 is %s, want failed", secs["2"].Labels["status"])
+	}
+}
+
+func TestPendingOfLiveHolderIsLeftAlone(t *testing.T) {
+	ctx := testContext(t)
+	ns := cp.Namespace(t)
+	now := time.Now()
+	m := newManager(t, helm.Options{
+		Holder:      helm.Holder{ID: "engine-0", Start: now},
+		HolderAlive: func(h helm.Holder) bool { return h.ID == "engine-1" },
+	})
+	opts := helm.ReconcileOptions{Spec: helm.Spec{Chart: ociChart("demo")}}
+	for i, h := range []helm.Holder{
+		{ID: "engine-0", Start: now.Add(time.Minute)}, // a newer incarnation of this process
+		{ID: "engine-1", Start: now},                  // another live process
+	} {
+		rel := helm.Release{Name: "held" + strconv.Itoa(i), Namespace: ns}
+		if _, err := m.Reconcile(ctx, rel, opts, helm.State{}); err != nil {
+			t.Fatal(err)
+		}
+		leavePending(t, ns, rel.Name, 2, rcommon.StatusPendingUpgrade, h)
+		out, err := m.Reconcile(ctx, rel, opts, helm.State{})
+		var held *helm.HeldError
+		if !errors.As(err, &held) || held.Holder.ID != h.ID {
+			t.Fatalf("holder %v: want HeldError, got %v", h, err)
+		}
+		mustContain(t, err, ns+"/"+rel.Name, "pending-upgrade")
+		if len(out.Steps) != 0 || out.Next.Kind != helm.NextRetry {
+			t.Fatalf("outcome %+v", out)
+		}
+	}
+}
+
+func TestPendingInstallAndNoDeployedReleaseAreRecovered(t *testing.T) {
+	ctx := testContext(t)
+	ns := cp.Namespace(t)
+	m := newManager(t, helm.Options{})
+	s := helmStorage(t, ns)
+	opts := helm.ReconcileOptions{Spec: helm.Spec{Chart: ociChart("demo")}}
+	for _, st := range []rcommon.Status{rcommon.StatusPendingInstall, rcommon.StatusFailed} {
+		name := "no-deployed-" + st.String()
+		// A first revision only, never deployed: left by a dead Flux
+		// helm-controller (no holder) or a failed install.
+		rel := &releasev1.Release{
+			Name: name, Namespace: ns, Version: 1,
+			Info: &releasev1.Info{Status: st, FirstDeployed: time.Now(), LastDeployed: time.Now()},
+		}
+		if err := s.Create(rel); err != nil {
+			t.Fatal(err)
+		}
+		out, err := m.Reconcile(ctx, helm.Release{Name: name, Namespace: ns}, opts, helm.State{})
+		if err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+		if out.Release.Status != "deployed" {
+			t.Fatalf("%s: outcome %+v", st, out)
+		}
+		if msg, _ := configMapMessage(t, ns, name); msg != "hello" {
+			t.Fatalf("%s: message %q", st, msg)
+		}
+	}
+}
