@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -145,6 +146,12 @@ func recorderFor(registry *prometheus.Registry) *fluxmetrics.Recorder {
 // Client returns the engine's cached client.
 func (e *Engine) Client() client.Client { return e.mgr.GetClient() }
 
+// Cache returns the engine's informer cache, shared by every reconciler.
+func (e *Engine) Cache() cache.Cache { return e.mgr.GetCache() }
+
+// Registry returns the registry the engine's metrics are in.
+func (e *Engine) Registry() *prometheus.Registry { return e.registry }
+
 // Store returns the artifact store.
 func (e *Engine) Store() *source.Store { return e.store }
 
@@ -199,7 +206,11 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 			http.Error(w, "informer caches not synced", http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ok"))
+		msg := "ok"
+		if e.opts.ReadyzDetail != nil {
+			msg += "\n" + e.opts.ReadyzDetail()
+		}
+		w.Write([]byte(msg))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(e.registry, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", e.opts.HealthAddr)

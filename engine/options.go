@@ -56,6 +56,9 @@ type Options struct {
 	// bootstrap package uses it to hold everything but the network phase.
 	// The engine re-asks whenever Wake is called. Default: always allowed.
 	Gate func(ctx context.Context, obj client.Object) (allowed bool, reason string)
+	// ReadyzDetail, when set, adds a line to the /readyz answer, such as
+	// the bootstrap phase. Default: none.
+	ReadyzDetail func() string
 	// Registry collects the engine's metrics. Default: controller-runtime's
 	// global registry, which also holds its workqueue metrics.
 	Registry *prometheus.Registry
@@ -93,3 +96,7 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// WithDefaults returns the options with every zero field set to its
+// default, as New uses them.
+func (o Options) WithDefaults() Options { return o.withDefaults() }

@@ -1,0 +1,181 @@
+package bootstrap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine"
+)
+
+// RunOptions configures Run. The zero value discovers the API server,
+// applies no bootstrap objects and needs one node with a network.
+type RunOptions struct {
+	// Config, when set, is used as is and discovery is skipped.
+	Config *rest.Config
+	// Discover finds the API server when Config is nil.
+	Discover DiscoverOptions
+	// BootstrapDir holds YAML applied after the CRDs. Default: none.
+	BootstrapDir string
+	// PruneBootstrap deletes objects whose files left BootstrapDir.
+	// Default: false.
+	PruneBootstrap bool
+	// Network says when the network phase is over.
+	Network NetworkOptions
+	// Engine configures the engine. Its Gate and ReadyzDetail are set by
+	// Run; InstallCRDs is implied.
+	Engine engine.Options
+	// Logger logs the steps. Default: discard.
+	Logger logr.Logger
+}
+
+// Run starts cozy-aio on a node: it finds the API server, checks that it
+// can work, installs the CRDs, applies the bootstrap objects, and runs the
+// engine with the network phase first. It blocks until ctx ends.
+func Run(ctx context.Context, opts RunOptions) error {
+	log := opts.Logger
+	opts.Engine = opts.Engine.WithDefaults()
+	cfg := opts.Config
+	var fallbacks []string
+	if cfg == nil {
+		d := opts.Discover
+		if len(d.Fallbacks) == 0 {
+			d.Fallbacks = readEndpoints(opts.Engine.DataDir)
+		}
+		ep, err := Discover(ctx, d)
+		if err != nil {
+			return err
+		}
+		log.Info("API server found", "candidate", ep.Kind, "host", ep.Config.Host)
+		cfg = ep.Config
+	}
+	c, err := client.New(cfg, client.Options{Scheme: engine.NewScheme()})
+	if err != nil {
+		return err
+	}
+	report := Preflight(ctx, cfg, c, PreflightOptions{DataDir: opts.Engine.DataDir})
+	for _, check := range report {
+		log.Info(check.String())
+	}
+	if err := report.Err(); err != nil {
+		return err
+	}
+	if fallbacks, err = APIServerEndpoints(ctx, c); err == nil {
+		writeEndpoints(opts.Engine.DataDir, fallbacks)
+	}
+	if err := engine.InstallCRDs(ctx, cfg, opts.Engine.FieldManager); err != nil {
+		return err
+	}
+	log.Info("CRDs installed")
+	if err := applyBootstrapDir(ctx, c, opts, log); err != nil {
+		return err
+	}
+	phases := NewPhases(opts.Engine.Registry)
+	eopts := opts.Engine
+	eopts.Gate = phases.Gate
+	eopts.ReadyzDetail = phases.Readyz
+	e, err := engine.New(cfg, eopts)
+	if err != nil {
+		return err
+	}
+	if err := watchNetwork(ctx, e, phases, opts.Network, log); err != nil {
+		return err
+	}
+	log.Info("phase", "phase", PhaseNetwork)
+	return e.Start(ctx)
+}
+
+// watchNetwork re-evaluates the network on every Node event from the
+// engine's cache, and opens the gate once the nodes have a network.
+func watchNetwork(ctx context.Context, e *engine.Engine, phases *Phases, opts NetworkOptions, log logr.Logger) error {
+	inf, err := e.Cache().GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("watching nodes: %w", err)
+	}
+	evaluate := func() {
+		var nodes corev1.NodeList
+		if err := e.Cache().List(ctx, &nodes); err != nil {
+			return
+		}
+		ready, why := NetworkReady(nodes.Items, opts)
+		if phases.Observe(ready, why) {
+			log.Info("phase", "phase", PhaseAll, "reason", "nodes have a network")
+			if err := e.Wake(ctx); err != nil {
+				log.Error(err, "waking units after the network phase")
+			}
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { evaluate() },
+		UpdateFunc: func(any, any) { evaluate() },
+		DeleteFunc: func(any) { evaluate() },
+	})
+	return err
+}
+
+func applyBootstrapDir(ctx context.Context, c client.Client, opts RunOptions, log logr.Logger) error {
+	if opts.BootstrapDir == "" {
+		return nil
+	}
+	objs, err := LoadObjects(opts.BootstrapDir)
+	if err != nil {
+		return err
+	}
+	invPath := filepath.Join(opts.Engine.DataDir, "bootstrap-inventory.json")
+	var previous []ObjectRef
+	if b, err := os.ReadFile(invPath); err == nil {
+		_ = json.Unmarshal(b, &previous)
+	}
+	res, err := ApplyObjects(ctx, c, objs, ApplyOptions{Prune: opts.PruneBootstrap, Previous: previous})
+	if err != nil {
+		return err
+	}
+	log.Info("bootstrap objects applied", "dir", opts.BootstrapDir, "applied", len(res.Applied), "pruned", len(res.Pruned))
+	keep := res.Applied
+	if !opts.PruneBootstrap {
+		keep = mergeRefs(previous, res.Applied)
+	}
+	b, err := json.Marshal(keep)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(invPath, b, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("recording bootstrap inventory: %w", err)
+	}
+	return nil
+}
+
+func mergeRefs(a, b []ObjectRef) []ObjectRef {
+	seen := map[ObjectRef]bool{}
+	var out []ObjectRef
+	for _, r := range append(append([]ObjectRef(nil), a...), b...) {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func readEndpoints(dataDir string) []string {
+	var out []string
+	if b, err := os.ReadFile(filepath.Join(dataDir, "apiserver-endpoints.json")); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
+}
+
+func writeEndpoints(dataDir string, eps []string) {
+	if b, err := json.Marshal(eps); err == nil && dataDir != "" {
+		_ = os.WriteFile(filepath.Join(dataDir, "apiserver-endpoints.json"), b, 0o600)
+	}
+}
