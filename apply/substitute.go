@@ -60,11 +60,15 @@ func Substitute(objs []*unstructured.Unstructured, opts SubstituteOptions) ([]*u
 		if opts.Strict && len(missing) > 0 {
 			return nil, &MissingVarError{Object: RefOf(o), Vars: missing}
 		}
-		var m map[string]any
-		if err := yaml.Unmarshal([]byte(text), &m); err != nil {
+		js, err := yaml.YAMLToJSON([]byte(text))
+		if err != nil {
 			return nil, fmt.Errorf("%s: the substituted object is not valid YAML: %w", RefOf(o), err)
 		}
-		out[i] = &unstructured.Unstructured{Object: m}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			return nil, fmt.Errorf("%s: the substituted object is not valid: %w", RefOf(o), err)
+		}
+		out[i] = u
 	}
 	return out, nil
 }

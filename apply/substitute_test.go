@@ -70,7 +70,7 @@ func TestSubstitute(t *testing.T) {
 	if out[0].GetName() != "web" {
 		t.Errorf("name = %q", out[0].GetName())
 	}
-	if r := out[0].Object["spec"].(map[string]any)["replicas"]; r != int64(3) && r != float64(3) {
+	if r := out[0].Object["spec"].(map[string]any)["replicas"]; r != int64(3) {
 		t.Errorf("replicas = %#v, want the number 3", r)
 	}
 	if p := out[0].Object["spec"].(map[string]any)["paused"]; p != false {
