@@ -3,8 +3,12 @@ package git_test
 import (
 	"context"
 	"fmt"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cozystack/cozy-aio/internal/testenv"
@@ -31,7 +35,10 @@ func BenchmarkFetch10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	url := repo.URL()
+	// Both clients talk to git's own http-backend (CGI) over the same bare
+	// repository: gitkit, behind testenv's server, hangs on the git CLI's
+	// multi-round shallow negotiation.
+	url := httpBackend(b, srv.Root()) + "/big.git"
 	ctx := context.Background()
 
 	b.Run("cozy-aio-fetch-store", func(b *testing.B) {
@@ -68,4 +75,21 @@ func BenchmarkFetch10k(b *testing.B) {
 			}
 		}
 	})
+}
+
+// httpBackend serves the bare repositories under root with git
+// http-backend and returns the base URL.
+func httpBackend(b *testing.B, root string) string {
+	b.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		b.Skip("git CLI not installed")
+	}
+	h := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	return srv.URL
 }

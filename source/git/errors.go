@@ -2,6 +2,7 @@ package git
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -25,7 +26,7 @@ func classify(ctx context.Context, repoURL string, err error) error {
 	var kind error
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
-	var certErr *x509.UnknownAuthorityError
+	var certErr *tls.CertificateVerificationError
 	var hostErr x509.HostnameError
 	switch {
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):

@@ -3,7 +3,6 @@ package oci
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -115,7 +114,7 @@ func classify(ctx context.Context, repoURL string, err error) error {
 	var resp *errcode.ErrorResponse
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
-	var certErr *x509.UnknownAuthorityError
+	var certErr *tls.CertificateVerificationError
 	var recErr tls.RecordHeaderError
 	switch {
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):

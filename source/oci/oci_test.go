@@ -252,3 +252,26 @@ func TestFetchTamperedDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchTLS reaches the registry through a TLS front with a self-signed
+// certificate: refused by default, accepted with the caller's TLS config.
+func TestFetchTLS(t *testing.T) {
+	f := setup(t)
+	target, _ := url.Parse("http://" + f.reg.Host())
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	defer front.Close()
+	host := strings.TrimPrefix(front.URL, "https://")
+	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	opts := oci.Options{
+		Ref:              oci.Ref{Tag: "v1.0.0"},
+		DockerConfigJSON: []byte(`{"auths":{"` + host + `":{"username":"flux","password":"s3cret"}}}`),
+	}
+	if _, err := oci.Fetch(context.Background(), st, obj, "oci://"+host+"/manifests", opts); !errors.Is(err, source.ErrUnreachable) {
+		t.Fatalf("self-signed without TLS config: %v", err)
+	}
+	opts.TLSConfig = front.Client().Transport.(*http.Transport).TLSClientConfig
+	res, err := oci.Fetch(context.Background(), st, obj, "oci://"+host+"/manifests", opts)
+	if err != nil || res.Revision.String != "v1.0.0@"+f.v100.Digest.String() {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
