@@ -32,6 +32,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/engine/crds"
+	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -65,6 +66,8 @@ type Engine struct {
 	appliers   appliers
 	applyCache *apply.Cache
 	waits      waits
+	pool       *shard.Pool
+	helm       helmWork
 	// runCtx lives as long as Start; waits started by reconcilers use it.
 	runCtx context.Context
 
@@ -108,6 +111,10 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
 		recorder: mgr.GetEventRecorder("cozy-aio"),
+	}
+	e.pool = shard.NewPool(shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers})
+	if err := mgr.Add(e.pool); err != nil {
+		return nil, err
 	}
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err

@@ -33,6 +33,10 @@ type Options struct {
 	Shards int
 	// ShardWorkers is the number of Helm workers per shard. Default: 4.
 	ShardWorkers int
+	// HolderID names this process on the Helm releases it writes, so that
+	// a restarted process recognises its own dead incarnation's pending
+	// releases. Default: the host name.
+	HolderID string
 	// TenantLabel names the label that gives a HelmRelease's tenant.
 	// Default: "" (the namespace is the tenant).
 	TenantLabel string

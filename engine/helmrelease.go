@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/apply/helm"
+)
+
+// helmReleaseReconciler admits HelmReleases (gate, dependsOn, chart
+// source) on a controller worker and hands the Helm work to the tenant's
+// shard: a long install never holds a controller worker, and one tenant's
+// releases cannot starve another's.
+type helmReleaseReconciler struct{ e *Engine }
+
+func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	e := r.e
+	obj := &helmv2.HelmRelease{}
+	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	self := Ref{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}
+	if !obj.DeletionTimestamp.IsZero() {
+		e.graph.Remove(self)
+		e.weigh(e.tenantOf(obj), self, false)
+		if controllerutil.ContainsFinalizer(obj, Finalizer) {
+			e.dispatchHelm(obj, self, r.uninstall)
+		}
+		return ctrl.Result{}, nil
+	}
+	if obj.Spec.Suspend {
+		return ctrl.Result{}, nil
+	}
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		patch := client.MergeFrom(obj.DeepCopy())
+		controllerutil.AddFinalizer(obj, Finalizer)
+		if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	start := time.Now()
+	orig := obj.DeepCopy()
+	if out, ok := r.admit(ctx, obj, self); !ok {
+		obj.Status.ObservedGeneration = obj.Generation
+		obj.Status.LastHandledReconcileAt = handledRequest(obj)
+		return e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
+			timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+	}
+	e.weigh(e.tenantOf(obj), self, true)
+	e.dispatchHelm(obj, self, r.release)
+	return ctrl.Result{}, nil
+}
+
+// admit runs the checks that need no Helm: unsupported fields, the gate,
+// dependencies and the chart's source.
+func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self Ref) (outcome, bool) {
+	e := r.e
+	if err := helmReleaseUnsupported(obj); err != nil {
+		return stalled(UnsupportedFieldReason, err), false
+	}
+	if obj.Spec.ChartRef == nil {
+		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef is required", self)), false
+	}
+	deps, err := dependencies(helmv2.HelmReleaseKind, obj, obj.Spec.DependsOn)
+	if err != nil {
+		return stalled(meta.DependencyNotReadyReason, err), false
+	}
+	cr := obj.Spec.ChartRef
+	src := sourceRefOf(self, cr.Kind, cr.Namespace, cr.Name)
+	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRequeueAfter()); !ok {
+		return out, false
+	}
+	if _, out, ok := e.sourceArtifact(ctx, self, cr.Kind, cr.Namespace, cr.Name); !ok {
+		return out, false
+	}
+	return outcome{}, true
+}
+
+// tenantOf returns a HelmRelease's tenant: the TenantLabel's value, else
+// the namespace.
+func (e *Engine) tenantOf(obj client.Object) string {
+	if e.opts.TenantLabel != "" {
+		if v := obj.GetLabels()[e.opts.TenantLabel]; v != "" {
+			return v
+		}
+	}
+	return obj.GetNamespace()
+}
+
+// dispatchHelm queues the Helm work of a release on its tenant's shard.
+// The pool runs one item per release at a time.
+func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self Ref, work func(ctx context.Context, self Ref) (time.Duration, error)) {
+	e.pool.Add(e.tenantOf(obj), self.String(), func(ctx context.Context) error {
+		after, err := work(ctx, self)
+		if err == nil && after > 0 {
+			e.enqueueAfter(self, after)
+		}
+		return err
+	})
+}
+
+// release does the Helm work for one HelmRelease, on a shard worker. It
+// reads the object afresh, so queued work always acts on the latest spec.
+func (r *helmReleaseReconciler) release(ctx context.Context, self Ref) (time.Duration, error) {
+	e := r.e
+	obj := &helmv2.HelmRelease{}
+	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if obj.Spec.Suspend || !obj.DeletionTimestamp.IsZero() {
+		return 0, nil
+	}
+	start := time.Now()
+	orig := obj.DeepCopy()
+	out := r.reconcileRelease(ctx, obj, self)
+	obj.Status.ObservedGeneration = obj.Generation
+	obj.Status.LastHandledReconcileAt = handledRequest(obj)
+	res, err := e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
+		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+	return res.RequeueAfter, err
+}
+
+func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self Ref) outcome {
+	e := r.e
+	cr := obj.Spec.ChartRef
+	art, out, ok := e.sourceArtifact(ctx, self, cr.Kind, cr.Namespace, cr.Name)
+	if !ok {
+		return out
+	}
+	values, err := r.values(ctx, obj, self)
+	if err != nil {
+		return failed("ValuesError", err)
+	}
+	mgr, err := e.helmManager()
+	if err != nil {
+		return failed(meta.ReconciliationFailedReason, err)
+	}
+	opts := helmOptions(obj, e.store.Path(art), values)
+	state := helmState(obj)
+	if v, ok := obj.GetAnnotations()[helmv2.ResetRequestAnnotation]; ok && v != obj.Status.LastHandledResetAt {
+		state = helm.State{}
+		obj.Status.LastHandledResetAt = v
+	}
+	rel := helm.Release{
+		Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
+		StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
+		ServiceAccountNamespace: obj.Namespace,
+	}
+	obj.Status.LastAttemptedRevision = art.Revision
+	obj.Status.LastAttemptedRevisionDigest = art.Digest
+	obj.Status.LastAttemptedGeneration = obj.Generation
+	obj.Status.StorageNamespace = rel.StorageNamespace
+	obj.Status.LastAttemptedConfigDigest = configDigest(art.Digest, values)
+	res, err := mgr.Reconcile(ctx, rel, opts, state)
+	setHelmStatus(obj, res, rel)
+	if err != nil {
+		if res.Next.Kind == helm.NextStalled {
+			return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+		}
+		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+		o.requeueAfter = res.Next.After
+		return o
+	}
+	switch res.Next.Kind {
+	case helm.NextStalled:
+		return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
+	case helm.NextRetry:
+		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
+		o.requeueAfter = res.Next.After
+		return o
+	}
+	return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s", actionVerb(res), rel.Namespace, rel.Name,
+		res.Release.Revision, res.Release.Chart)
+}
+
+// uninstall removes a deleted HelmRelease's release, then its finalizer.
+func (r *helmReleaseReconciler) uninstall(ctx context.Context, self Ref) (time.Duration, error) {
+	e := r.e
+	obj := &helmv2.HelmRelease{}
+	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if !obj.Spec.Suspend {
+		mgr, err := e.helmManager()
+		if err != nil {
+			return 0, err
+		}
+		rel := helm.Release{Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
+			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
+			ServiceAccountNamespace: obj.Namespace}
+		un := obj.GetUninstall()
+		if _, err := mgr.Uninstall(ctx, rel, helm.UninstallOptions{
+			Timeout: un.GetTimeout(obj.GetTimeout()).Duration, DisableHooks: un.DisableHooks, KeepHistory: un.KeepHistory,
+		}); err != nil {
+			return 0, fmt.Errorf("%s: uninstalling on deletion: %w", self, err)
+		}
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return 0, err
+	}
+	return 0, nil
+}
+
+func configDigest(chartDigest string, values map[string]any) string {
+	b, _ := json.Marshal(values)
+	sum := sha256.Sum256(append([]byte(chartDigest+"\n"), b...))
+	return fmt.Sprintf("sha256:%x", sum)
+}

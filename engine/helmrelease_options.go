@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cozystack/cozy-aio/apply/helm"
+)
+
+func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
+	in, up := obj.GetInstall(), obj.GetUpgrade()
+	targetPath, readyExpr := false, false
+	for _, v := range obj.Spec.ValuesFrom {
+		targetPath = targetPath || v.TargetPath != ""
+	}
+	for _, d := range obj.Spec.DependsOn {
+		readyExpr = readyExpr || d.ReadyExpr != ""
+	}
+	return unsupported(helmv2.HelmReleaseKind,
+		fieldCheck{"spec.chart (use spec.chartRef)", obj.Spec.Chart != nil},
+		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
+		fieldCheck{"spec.postRenderers", len(obj.Spec.PostRenderers) > 0},
+		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
+		fieldCheck{"spec.healthCheckExprs", len(obj.Spec.HealthCheckExprs) > 0},
+		fieldCheck{"spec.valuesFrom[].targetPath", targetPath},
+		fieldCheck{"spec.dependsOn[].readyExpr", readyExpr},
+		fieldCheck{"spec.driftDetection.ignore", obj.Spec.DriftDetection != nil && len(obj.Spec.DriftDetection.Ignore) > 0},
+		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
+		fieldCheck{"spec.upgrade.preserveValues", up.PreserveValues},
+		fieldCheck{"spec.install.replace", in.Replace},
+	)
+}
+
+// values merges valuesFrom (in order) and then spec.values, later layers
+// winning, as Flux does.
+func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self Ref) (map[string]any, error) {
+	var layers []map[string]any
+	for _, ref := range obj.Spec.ValuesFrom {
+		key := ref.ValuesKey
+		if key == "" {
+			key = "values.yaml"
+		}
+		nn := client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}
+		var raw string
+		var found bool
+		switch ref.Kind {
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err := r.e.mgr.GetClient().Get(ctx, nn, &cm); err != nil {
+				if ref.Optional && client.IgnoreNotFound(err) == nil {
+					continue
+				}
+				return nil, fmt.Errorf("%s: valuesFrom ConfigMap %s: %w", self, nn, err)
+			}
+			raw, found = cm.Data[key]
+		case "Secret":
+			var s corev1.Secret
+			if err := r.e.mgr.GetClient().Get(ctx, nn, &s); err != nil {
+				if ref.Optional && client.IgnoreNotFound(err) == nil {
+					continue
+				}
+				return nil, fmt.Errorf("%s: valuesFrom Secret %s: %w", self, nn, err)
+			}
+			var b []byte
+			b, found = s.Data[key]
+			raw = string(b)
+		default:
+			return nil, fmt.Errorf("%s: valuesFrom kind %q must be ConfigMap or Secret", self, ref.Kind)
+		}
+		if !found {
+			if ref.Optional {
+				continue
+			}
+			return nil, fmt.Errorf("%s: valuesFrom %s %s has no key %q", self, ref.Kind, nn, key)
+		}
+		layer := map[string]any{}
+		if err := yaml.Unmarshal([]byte(raw), &layer); err != nil {
+			return nil, fmt.Errorf("%s: valuesFrom %s %s key %q: %w", self, ref.Kind, nn, key, err)
+		}
+		layers = append(layers, layer)
+	}
+	if v := obj.GetValues(); len(v) > 0 {
+		layers = append(layers, v)
+	}
+	return helm.MergeValues(layers...), nil
+}
+
+// helmOptions maps a HelmRelease's spec onto apply/helm's options.
+func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]any) helm.ReconcileOptions {
+	in, up := obj.GetInstall(), obj.GetUpgrade()
+	timeout := obj.GetTimeout()
+	wait := helm.WaitKStatus
+	if in.DisableWait && up.DisableWait {
+		wait = helm.WaitNone
+	}
+	o := helm.ReconcileOptions{
+		Spec: helm.Spec{
+			Chart:                   helm.Chart{Path: chartPath},
+			Values:                  []map[string]any{values},
+			Timeout:                 in.GetTimeout(timeout).Duration,
+			Wait:                    wait,
+			WaitForJobs:             !in.DisableWaitForJobs,
+			DisableHooks:            in.DisableHooks,
+			DisableSchemaValidation: in.DisableSchemaValidation,
+			MaxHistory:              obj.GetMaxHistory(),
+		},
+		InstallCRDs:     crdPolicy(in.CRDs, in.SkipCRDs, helm.CRDCreate),
+		UpgradeCRDs:     crdPolicy(up.CRDs, false, helm.CRDSkip),
+		CreateNamespace: in.CreateNamespace,
+		CleanupOnFail:   up.CleanupOnFail,
+		Force:           up.Force,
+		Install:         installRemediation(in),
+		Upgrade:         upgradeRemediation(up),
+	}
+	switch obj.GetDriftDetection().Mode {
+	case helmv2.DriftDetectionEnabled:
+		o.Drift = helm.DriftCorrect
+	case helmv2.DriftDetectionWarn:
+		o.Drift = helm.DriftDetect
+	}
+	return o
+}
+
+func crdPolicy(p helmv2.CRDsPolicy, skip bool, def helm.CRDPolicy) helm.CRDPolicy {
+	switch {
+	case p == helmv2.Skip || (p == "" && skip):
+		return helm.CRDSkip
+	case p == helmv2.Create:
+		return helm.CRDCreate
+	case p == helmv2.CreateReplace:
+		return helm.CRDCreateReplace
+	}
+	return def
+}
+
+func installRemediation(in helmv2.Install) helm.Remediation {
+	if in.Strategy != nil && in.Strategy.Name == string(helmv2.ActionStrategyRetryOnFailure) {
+		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(in.Strategy.RetryInterval, 0)}
+	}
+	out := helm.Remediation{Strategy: helm.RemediateOnFailure}
+	if r := in.Remediation; r != nil {
+		out.Retries, out.RemediateLastFailure = r.Retries, r.RemediateLastFailure
+	}
+	return out
+}
+
+func upgradeRemediation(up helmv2.Upgrade) helm.Remediation {
+	if up.Strategy != nil && up.Strategy.Name == string(helmv2.ActionStrategyRetryOnFailure) {
+		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(up.Strategy.RetryInterval, 0)}
+	}
+	out := helm.Remediation{Strategy: helm.RemediateOnFailure}
+	if r := up.Remediation; r != nil {
+		out.Retries, out.RemediateLastFailure = r.Retries, r.RemediateLastFailure
+		if r.GetStrategy() == helmv2.UninstallRemediationStrategy {
+			out.Remedy = helm.ActionUninstall
+		}
+	}
+	return out
+}
+
+// helmState reads the remediation state kept in HelmRelease status.
+func helmState(obj *helmv2.HelmRelease) helm.State {
+	st := helm.State{
+		Digest:          obj.Status.LastAttemptedConfigDigest,
+		InstallFailures: int(obj.Status.InstallFailures),
+		UpgradeFailures: int(obj.Status.UpgradeFailures),
+	}
+	if c := readyCondition(obj); c != nil && c.Status == metav1.ConditionFalse {
+		st.LastFailure = c.LastTransitionTime.Time
+	}
+	return st
+}
+
+func readyCondition(obj *helmv2.HelmRelease) *metav1.Condition {
+	for i := range obj.Status.Conditions {
+		if obj.Status.Conditions[i].Type == "Ready" {
+			return &obj.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// setHelmStatus records the outcome in HelmRelease status: the failure
+// counts, the last action and the history.
+func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) {
+	obj.Status.InstallFailures = int64(res.State.InstallFailures)
+	obj.Status.UpgradeFailures = int64(res.State.UpgradeFailures)
+	obj.Status.Failures = obj.Status.InstallFailures + obj.Status.UpgradeFailures
+	if res.State.Digest != "" {
+		obj.Status.LastAttemptedConfigDigest = res.State.Digest
+	}
+	for _, s := range res.Steps {
+		if s.Action == helm.ActionInstall || s.Action == helm.ActionUpgrade {
+			obj.Status.LastAttemptedReleaseAction = helmv2.ReleaseAction(s.Action)
+		}
+	}
+	r := res.Release
+	if r.Revision == 0 {
+		return
+	}
+	obj.Status.LastReleaseRevision = r.Revision
+	name, version := splitChart(r.Chart)
+	snap := &helmv2.Snapshot{
+		Name: rel.Name, Namespace: rel.Namespace, Version: r.Revision, Status: r.Status,
+		ChartName: name, ChartVersion: version, ConfigDigest: obj.Status.LastAttemptedConfigDigest,
+		Digest: obj.Status.LastAttemptedConfigDigest, LastDeployed: metav1.Now(),
+	}
+	h := obj.Status.History
+	if len(h) > 0 && h[0].Version == r.Revision {
+		snap.FirstDeployed = h[0].FirstDeployed
+		h[0] = snap
+	} else {
+		snap.FirstDeployed = snap.LastDeployed
+		h = append(helmv2.Snapshots{snap}, h...)
+	}
+	if max := obj.GetMaxHistory(); max > 0 && len(h) > max {
+		h = h[:max]
+	}
+	obj.Status.History = h
+}
+
+// splitChart splits Helm's "name-version" at the last dash before a digit.
+func splitChart(s string) (string, string) {
+	for i := len(s) - 1; i > 0; i-- {
+		if s[i] == '-' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9' && !strings.Contains(s[:i], "+") {
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
+}
+
+func actionVerb(res helm.Outcome) string {
+	for i := len(res.Steps) - 1; i >= 0; i-- {
+		if a := res.Steps[i].Action; a == helm.ActionInstall || a == helm.ActionUpgrade {
+			return string(a)
+		}
+	}
+	return "reconcile"
+}

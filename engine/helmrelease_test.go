@@ -1,0 +1,177 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+// demoChart renders one ConfigMap whose data comes from the values.
+func demoChart(version string) map[string]string {
+	return map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: demo\nversion: " + version + "\n",
+		"values.yaml": "color: blue\n",
+		"templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-settings
+data:
+  color: {{ .Values.color | quote }}
+  chart: {{ .Chart.Version | quote }}
+`,
+	}
+}
+
+func chartSource(ns, name, host, tag string) *sourcev1.OCIRepository {
+	return &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: "oci://" + host + "/charts/demo", Insecure: true,
+			Interval:      metav1.Duration{Duration: time.Hour},
+			Reference:     &sourcev1.OCIRepositoryRef{Tag: tag},
+			LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: "copy"},
+		},
+	}
+}
+
+func helmRelease(ns, name, chartSource string) *helmv2.HelmRelease {
+	return &helmv2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: time.Hour},
+			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: chartSource},
+		},
+	}
+}
+
+func TestHelmReleaseInstallsAndUpgradesOnNewRevision(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		if _, err := reg.PushChart(ctx, "charts/demo", demoChart(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startEngine(t, engine.Options{})
+	if err := cp.Client.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "overrides", Namespace: ns},
+		Data:       map[string]string{"values.yaml": "color: green\n"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
+	hr := helmRelease(ns, "app", "demo")
+	hr.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "ConfigMap", Name: "overrides"}}
+	hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"extra":"x"}`)}
+	for _, o := range []client.Object{src, hr} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-settings", Namespace: ns}}
+	if !exists(t, cm) || cm.Data["color"] != "green" || cm.Data["chart"] != "1.0.0" {
+		t.Fatalf("installed ConfigMap = %v, want color green from valuesFrom and chart 1.0.0", cm.Data)
+	}
+	if len(hr.Status.History) != 1 || hr.Status.History[0].Version != 1 || hr.Status.History[0].ChartVersion != "1.0.0" {
+		t.Fatalf("history = %+v", hr.Status.History)
+	}
+	var secrets corev1.SecretList
+	if err := cp.Client.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": "app"}); err != nil || len(secrets.Items) != 1 {
+		t.Fatalf("release Secrets: %d (%v)", len(secrets.Items), err)
+	}
+
+	// A new source revision upgrades the release.
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+		t.Fatal(err)
+	}
+	src.Spec.Reference.Tag = "1.1.0"
+	if err := cp.Client.Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, hr, func() bool { return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2 }, "upgrade to revision 2")
+	if !exists(t, cm) || cm.Data["chart"] != "1.1.0" {
+		t.Fatalf("after upgrade the ConfigMap says chart %q, want 1.1.0", cm.Data["chart"])
+	}
+	if hr.Status.History[0].ChartVersion != "1.1.0" || hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionUpgrade {
+		t.Fatalf("history %+v action %q", hr.Status.History[0], hr.Status.LastAttemptedReleaseAction)
+	}
+
+	// Deleting the HelmRelease uninstalls the release.
+	if err := cp.Client.Delete(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for exists(t, cm) {
+		if time.Now().After(deadline) {
+			t.Fatal("deleting the HelmRelease must uninstall its release")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestHelmReleaseBadInputs(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	broken := demoChart("0.1.0")
+	broken["templates/cm.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }\n"
+	if _, err := reg.PushChart(ctx, "charts/demo", broken); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.PushChart(ctx, "charts/demo", demoChart("1.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	startEngine(t, engine.Options{})
+	good := helmRelease(ns, "good", "demo")
+	missingSource := helmRelease(ns, "no-source", "absent")
+	missingValues := helmRelease(ns, "no-values", "demo")
+	missingValues.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "ConfigMap", Name: "nowhere"}}
+	badChart := helmRelease(ns, "bad-chart", "broken")
+	objs := []client.Object{chartSource(ns, "demo", reg.Host(), "1.0.0"), chartSource(ns, "broken", reg.Host(), "0.1.0"),
+		good, missingSource, missingValues, badChart}
+	for _, o := range objs {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, good, readyIs(good, true), "Ready=True")
+	for _, tc := range []struct {
+		hr   *helmv2.HelmRelease
+		says []string
+	}{
+		{missingSource, []string{"OCIRepository/" + ns + "/absent", "not found"}},
+		{missingValues, []string{"HelmRelease/" + ns + "/no-values", "ConfigMap " + ns + "/nowhere"}},
+		{badChart, []string{"HelmRelease/" + ns + "/bad-chart", "templates/cm.yaml"}},
+	} {
+		waitFor(t, tc.hr, readyIs(tc.hr, false), "Ready=False")
+		msg := conditions.GetMessage(tc.hr, meta.ReadyCondition)
+		for _, s := range tc.says {
+			if !strings.Contains(msg, s) {
+				t.Errorf("%s: message %q does not say %q", tc.hr.Name, msg, s)
+			}
+		}
+	}
+}
