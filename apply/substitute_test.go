@@ -97,3 +97,21 @@ func TestSubstituteBreakingYAMLNamesTheObject(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 }
+
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"${a}", "$${a}", "${a:=b}", "${", "}${x:-}", "$$${a}", "${a:=${b}}", "plain"} {
+		f.Add(s)
+	}
+	vars := map[string]string{"a": "1", "b": "2"}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, missing := expand(s, vars)
+		if !strings.Contains(s, "${") && out != s {
+			t.Fatalf("expand(%q) = %q without any reference", s, out)
+		}
+		for _, m := range missing {
+			if !validVarName(m) {
+				t.Fatalf("invalid missing name %q", m)
+			}
+		}
+	})
+}

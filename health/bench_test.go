@@ -22,7 +22,8 @@ import (
 // loop on 1,000 Deployments that become ready over about 5 seconds, against
 // the envtest API server. It reports the CPU time of this process and of
 // kube-apiserver during the wait, and how long after the last object became
-// ready the wait noticed. The "writer-only" case runs the same status
+// ready the wait noticed. hold=20s first keeps every object not ready for
+// 20 seconds, as a slow rollout would. The "writer-only" case runs the same status
 // writes with nobody waiting: subtract it from the others.
 // COZY_BENCH_WAIT_N (default 1000) sets the number of Deployments.
 func BenchmarkWait(b *testing.B) {
@@ -30,9 +31,12 @@ func BenchmarkWait(b *testing.B) {
 	if s := os.Getenv("COZY_BENCH_WAIT_N"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	b.Run(fmt.Sprintf("n=%d/writer-only", n), func(b *testing.B) { benchWait(b, n, nil) })
-	b.Run(fmt.Sprintf("n=%d/waiter-watch", n), func(b *testing.B) { benchWait(b, n, waitWithWaiter) })
-	b.Run(fmt.Sprintf("n=%d/poll-2s", n), func(b *testing.B) { benchWait(b, n, waitByPolling) })
+	for _, hold := range []time.Duration{0, 20 * time.Second} {
+		prefix := fmt.Sprintf("n=%d/hold=%s", n, hold)
+		b.Run(prefix+"/writer-only", func(b *testing.B) { benchWait(b, n, hold, nil) })
+		b.Run(prefix+"/waiter-watch", func(b *testing.B) { benchWait(b, n, hold, waitWithWaiter) })
+		b.Run(prefix+"/poll-2s", func(b *testing.B) { benchWait(b, n, hold, waitByPolling) })
+	}
 }
 
 type waitFunc func(ctx context.Context, ns string, refs []ObjectRef) error
@@ -83,7 +87,10 @@ func waitByPolling(ctx context.Context, ns string, refs []ObjectRef) error {
 	}
 }
 
-func benchWait(b *testing.B, n int, wait waitFunc) {
+// benchWait creates n Deployments, starts wait, lets hold pass with
+// nothing becoming ready (a slow rollout), then marks them ready in 10
+// batches 500 ms apart.
+func benchWait(b *testing.B, n int, hold time.Duration, wait waitFunc) {
 	for range b.N {
 		b.StopTimer()
 		ctx := context.Background()
@@ -110,6 +117,7 @@ func benchWait(b *testing.B, n int, wait waitFunc) {
 		if wait != nil {
 			go func() { waitErr = wait(ctx, ns, refs); done <- time.Now() }()
 		}
+		time.Sleep(hold)
 		// 10 batches of n/10, one every 500 ms.
 		for batch := range 10 {
 			lo, hi := batch*n/10, (batch+1)*n/10
