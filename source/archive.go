@@ -2,7 +2,6 @@ package source
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+	"github.com/klauspost/compress/gzip"
 )
 
 // ArchiveOptions configures WriteArchive and Store.Archive. The zero value
@@ -35,7 +35,8 @@ type ArchiveOptions struct {
 // same content are byte-identical.
 var epoch = time.Unix(0, 0).UTC()
 
-// WriteArchive writes the tree under dir to w as a deterministic tar.gz:
+// WriteArchive writes the tree under dir to w as a deterministic tar.gz
+// (klauspost/compress gzip, about twice as fast as compress/gzip):
 // entries in lexical order, regular files with mode 0644 or 0755, symlinks
 // only when they resolve inside dir, no directories, times at the Unix
 // epoch, no owners. The same content always gives the same bytes.

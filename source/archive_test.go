@@ -168,3 +168,24 @@ func tarOf(t testing.TB, tgz []byte) ([]string, error) {
 }
 
 var _ = tar.TypeReg
+
+func TestIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		dir  bool
+		pats []string
+		want bool
+	}{
+		{".git", true, nil, true},
+		{"a/.gitmodules", false, nil, true},
+		{"a/b.yaml", false, nil, false},
+		{"a/b.md", false, []string{"*.md"}, true},
+		{"docs", true, []string{"docs/"}, true},
+		{"docs", false, []string{"docs/"}, false},
+		{"a/keep.md", false, []string{"*.md", "!keep.md"}, false},
+	} {
+		if got := source.Ignored(tc.path, tc.dir, tc.pats...); got != tc.want {
+			t.Errorf("Ignored(%q, %v, %q) = %v", tc.path, tc.dir, tc.pats, got)
+		}
+	}
+}

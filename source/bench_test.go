@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -44,6 +45,22 @@ func BenchmarkArchive(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				if err := source.WriteArchive(context.Background(), io.Discard, dir, source.ArchiveOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		// The peer: GNU tar piped to gzip at its default level, same tree.
+		b.Run(fmt.Sprintf("tar-czf/files=%d/size=%dKiB", tc.n, tc.size>>10), func(b *testing.B) {
+			if _, err := exec.LookPath("tar"); err != nil {
+				b.Skip("tar not installed")
+			}
+			dir, total := benchTree(b, tc.n, tc.size)
+			b.SetBytes(total)
+			b.ResetTimer()
+			for b.Loop() {
+				cmd := exec.Command("tar", "-czf", "-", "-C", dir, ".")
+				cmd.Stdout = io.Discard
+				if err := cmd.Run(); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -30,11 +30,11 @@ func parsePatterns(text []byte, domain []string) []gitignore.Pattern {
 	return ps
 }
 
-// Ignore reports whether a slash-separated path relative to the archive
+// Ignored reports whether a slash-separated path relative to the archive
 // root is excluded by patterns (.gitignore syntax) and the VCS defaults.
 // It is the matcher Archive uses, exposed for callers that filter trees
 // themselves. It does not read .sourceignore files.
-func Ignore(path string, isDir bool, patterns ...string) bool {
+func Ignored(path string, isDir bool, patterns ...string) bool {
 	ps := parsePatterns([]byte(vcsPatterns+strings.Join(patterns, "\n")), nil)
 	return gitignore.NewMatcher(ps).Match(strings.Split(path, "/"), isDir)
 }
