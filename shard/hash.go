@@ -21,6 +21,17 @@ func shardSeed(id int) uint64 { return mix(uint64(id) + 0x9e3779b97f4a7c15) }
 // shards with a higher score.
 func score(tenant, seed uint64) uint64 { return mix(tenant ^ seed) }
 
+// rankKey is the key by which a tenant ranks shard index i, whose score is
+// v: the higher key ranks first. The low b bits of the score, b =
+// bits.Len(N-1), are replaced by mask-i, so that keys are distinct, a tie
+// goes to the lower shard index, and the best shard is a plain max over
+// keys, which compiles to a branch-free loop. Two scores that agree in all
+// but their low b bits (probability below N²/2^(65-b)) rank by index.
+func rankKey(v uint64, i int, mask uint64) uint64 { return v&^mask | (mask - uint64(i)) }
+
+// keyIndex recovers the shard index from a rankKey.
+func keyIndex(k, mask uint64) int32 { return int32(mask - k&mask) }
+
 // mix is the splitmix64 finalizer: a bijection with full avalanche, cheap
 // enough to evaluate N times per tenant.
 func mix(z uint64) uint64 {

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -39,6 +40,7 @@ type Placement struct {
 	factor  int
 	ids     []int
 	seeds   []uint64
+	mask    uint64 // rankKey mask for len(ids) shards
 	entries []entry
 	tenants map[string]slot
 	prefs   map[string][]int32 // ranking heads of tenants that spilled
@@ -48,6 +50,7 @@ type Placement struct {
 
 	newLoad []int
 	oldLoad []int
+	open    []int32 // scratch for replayAll
 }
 
 // NewPlacement places tenants on shards as Assign does and keeps the result
@@ -93,17 +96,15 @@ func newPlacement(tenants []Tenant, shards []int, opts Options, index bool, scra
 }
 
 // rank records e's best-ranked shard, where almost every tenant lands. The
-// rest of the ranking is only computed for the few that spill.
+// rest of the ranking is only computed for the few that spill. This loop is
+// most of the cost of a full recompute: N scores per tenant.
 func (p *Placement) rank(e *entry) {
-	best := 0
-	var bs uint64
+	m, h := p.mask, e.h
+	var best uint64
 	for i, seed := range p.seeds {
-		// Equal scores rank the lower index first, hence the strict >.
-		if v := score(e.h, seed); i == 0 || v > bs {
-			best, bs = i, v
-		}
+		best = max(best, rankKey(score(h, seed), i, m))
 	}
-	e.top = int32(best)
+	e.top = keyIndex(best, m)
 }
 
 func (p *Placement) setShards(ids []int) error {
@@ -112,12 +113,17 @@ func (p *Placement) setShards(ids []int) error {
 	}
 	p.ids = ids
 	p.seeds = make([]uint64, len(ids))
+	p.mask = 0
+	if len(ids) > 1 {
+		p.mask = 1<<bits.Len(uint(len(ids)-1)) - 1
+	}
 	for i, id := range ids {
 		p.seeds[i] = shardSeed(id)
 	}
-	p.load = make([]int, len(ids))
-	p.newLoad = make([]int, len(ids))
-	p.oldLoad = make([]int, len(ids))
+	n := len(ids)
+	loads := make([]int, 3*n) // one allocation for the three
+	p.load, p.newLoad, p.oldLoad = loads[:n:n], loads[n:2*n:2*n], loads[2*n:]
+	p.open = make([]int32, 0, n)
 	p.cap = capacity(p.total, len(ids), p.factor)
 	if p.prefs != nil {
 		clear(p.prefs)
@@ -174,7 +180,10 @@ func (p *Placement) Resize(shards []int) ([]Move, error) {
 // place returns the shard index for a tenant given the loads so far: the
 // first shard in the tenant's ranking with room, else the least loaded,
 // ties going to the better-ranked shard.
-func (p *Placement) place(e *entry, load []int) int32 {
+//
+// open, if not nil, holds every shard index that may still have room for
+// e; the others are not scored.
+func (p *Placement) place(e *entry, load []int, open []int32) int32 {
 	w := e.w
 	if load[e.top]+w <= p.cap {
 		return e.top
@@ -193,24 +202,43 @@ func (p *Placement) place(e *entry, load []int) int32 {
 			}
 		}
 	}
-	// The first shard with room in ranking order is the best-scored shard
-	// among those with room, so one pass finds it without sorting.
-	fit, least := -1, -1
-	var fitScore, leastScore uint64
-	for i, seed := range p.seeds {
-		v := score(e.h, seed)
-		if load[i]+w <= p.cap {
-			if fit < 0 || !ranksBelow(v, i, fitScore, fit) {
-				fit, fitScore = i, v
+	// The first shard with room in ranking order is the one with the highest
+	// key among those with room, so one pass finds it without sorting. Late
+	// in placement most shards are full, so only those with room are scored.
+	m := p.mask
+	var fit uint64
+	fits := false
+	if open != nil {
+		for _, i := range open {
+			if load[i]+w <= p.cap {
+				if k := rankKey(score(e.h, p.seeds[i]), int(i), m); !fits || k > fit {
+					fit, fits = k, true
+				}
 			}
-			continue
 		}
-		if least < 0 || load[i] < load[least] || (load[i] == load[least] && !ranksBelow(v, i, leastScore, least)) {
-			least, leastScore = i, v
+	} else {
+		for i, seed := range p.seeds {
+			if load[i]+w <= p.cap {
+				if k := rankKey(score(e.h, seed), i, m); !fits || k > fit {
+					fit, fits = k, true
+				}
+			}
 		}
 	}
-	if fit >= 0 {
-		return int32(fit)
+	if fits {
+		return keyIndex(fit, m)
+	}
+	// No room anywhere (a tenant heavier than the room left): the least
+	// loaded shard, ties going to the better-ranked one.
+	least := 0
+	var leastKey uint64
+	for i, seed := range p.seeds {
+		if load[i] > load[least] {
+			continue
+		}
+		if k := rankKey(score(e.h, seed), i, m); load[i] < load[least] || k > leastKey {
+			least, leastKey = i, k
+		}
 	}
 	return int32(least)
 }
@@ -247,33 +275,26 @@ const prefLen = 16
 // ranking returns the indexes of the prefLen best-ranked shards for hash h,
 // best first.
 func (p *Placement) ranking(h uint64) []int32 {
-	idx := make([]int32, len(p.seeds))
-	for i := range idx {
-		idx[i] = int32(i)
+	keys := make([]uint64, len(p.seeds))
+	for i, seed := range p.seeds {
+		keys[i] = rankKey(score(h, seed), i, p.mask)
 	}
-	slices.SortFunc(idx, func(a, b int32) int {
-		if a == b {
-			return 0
-		}
-		if ranksBelow(score(h, p.seeds[a]), int(a), score(h, p.seeds[b]), int(b)) {
-			return 1
-		}
-		return -1
-	})
-	return idx[:min(prefLen, len(idx)):min(prefLen, len(idx))]
+	slices.Sort(keys)
+	n := min(prefLen, len(keys))
+	idx := make([]int32, n)
+	for j := range idx {
+		idx[j] = keyIndex(keys[len(keys)-1-j], p.mask)
+	}
+	return idx
 }
 
-// ranksBelow reports whether shard i with score v ranks after shard j with
-// score u. Equal scores rank the lower shard ID first.
-func ranksBelow(v uint64, i int, u uint64, j int) bool {
-	return v < u || (v == u && i > j)
-}
-
-// sortKey is a tenant's placement order key: ^weight then hash, so that
-// ascending order is heaviest first.
+// sortKey is a tenant's placement order key, ascending: the complement of
+// the weight in the top bits, so that heavier sorts first, then the top bits
+// of the hash. Tenants whose keys are equal are ordered by the full hash and
+// ID afterwards.
 type sortKey struct {
-	hi, lo uint64
-	idx    int32
+	k   uint64
+	idx int32
 }
 
 // sortScratch holds the buffers of one sort, reused across calls to Assign
@@ -281,6 +302,7 @@ type sortKey struct {
 type sortScratch struct {
 	keys, buf []sortKey
 	entries   []entry
+	hashes    []uint64
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(sortScratch) }}
@@ -293,64 +315,80 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// sortedEntries returns the tenants as entries in placement order. It radix
-// sorts (weight descending, hash ascending) and orders equal hashes by ID, as
-// compareEntries does. For 10,000 tenants this is several times faster than
-// a comparison sort, which was a large part of a full recompute. With a
-// scratch, the result lives in scratch.entries.
+// radixBits is the digit size of the radix sort: six passes over 64 bits.
+const radixBits = 11
+
+// sortedEntries returns the tenants as entries in placement order, that of
+// compareEntries. It radix sorts one 64-bit key per tenant, the weight in
+// as few top bits as the heaviest needs and the hash in the rest, then
+// orders the rare equal keys by full hash and ID. For 10,000 tenants this is
+// several times faster than a comparison sort, which was a large part of a
+// full recompute. Weights too large to leave 40 bits of hash fall back to a
+// comparison sort. With a scratch, the result lives in scratch.entries.
 func sortedEntries(tenants []Tenant, scratch *sortScratch) []entry {
 	sc := scratch
 	if sc == nil {
 		sc = &sortScratch{}
 	}
+	heaviest := 0
+	for _, t := range tenants {
+		heaviest = max(heaviest, t.Weight)
+	}
+	wbits := bits.Len(uint(heaviest))
+	var es []entry
+	if scratch != nil {
+		es = grow(scratch.entries, len(tenants))
+		scratch.entries = es
+	} else {
+		es = make([]entry, len(tenants))
+	}
+	if wbits > 24 {
+		for i, t := range tenants {
+			es[i] = entry{id: t.ID, h: tenantHash(t.ID), w: t.Weight, at: -1}
+		}
+		slices.SortFunc(es, compareEntries)
+		return es
+	}
+	wmax := uint64(1)<<wbits - 1
 	keys := grow(sc.keys, len(tenants))
 	buf := grow(sc.buf, len(tenants))
+	hashes := grow(sc.hashes, len(tenants))
+	sc.hashes = hashes
 	for i, t := range tenants {
-		keys[i] = sortKey{^uint64(t.Weight), tenantHash(t.ID), int32(i)}
+		h := tenantHash(t.ID)
+		hashes[i] = h
+		keys[i] = sortKey{(wmax-uint64(t.Weight))<<(64-wbits) | h>>wbits, int32(i)}
 	}
-	var count [256]int
-	for pass := range 16 {
-		hiPass, shift := pass >= 8, uint(pass%8)*8
-		digit := func(k *sortKey) int {
-			if hiPass {
-				return int(k.hi >> shift & 0xff)
-			}
-			return int(k.lo >> shift & 0xff)
-		}
+	var count [1 << radixBits]int32
+	for shift := uint(0); shift < 64; shift += radixBits {
 		clear(count[:])
 		for i := range keys {
-			count[digit(&keys[i])]++
+			count[keys[i].k>>shift&(1<<radixBits-1)]++
 		}
-		if len(keys) == 0 || count[digit(&keys[0])] == len(keys) {
+		if len(keys) == 0 || int(count[keys[0].k>>shift&(1<<radixBits-1)]) == len(keys) {
 			continue // every key has the same digit: the pass changes nothing
 		}
-		sum := 0
+		var sum int32
 		for d, c := range count {
 			count[d] = sum
 			sum += c
 		}
 		for i := range keys {
-			d := digit(&keys[i])
+			d := keys[i].k >> shift & (1<<radixBits - 1)
 			buf[count[d]] = keys[i]
 			count[d]++
 		}
 		keys, buf = buf, keys
 	}
-	var es []entry
-	if scratch != nil {
-		es = grow(scratch.entries, len(keys))
-		scratch.entries = es
-	} else {
-		es = make([]entry, len(keys))
-	}
+	sc.keys, sc.buf = keys, buf
 	for i, k := range keys {
-		es[i] = entry{id: tenants[k.idx].ID, h: k.lo, w: tenants[k.idx].Weight, at: -1}
+		t := tenants[k.idx]
+		es[i] = entry{id: t.ID, h: hashes[k.idx], w: t.Weight, at: -1}
 	}
 	for i := 1; i < len(es); i++ {
 		for j := i; j > 0 && compareEntries(es[j], es[j-1]) < 0; j-- {
 			es[j], es[j-1] = es[j-1], es[j]
 		}
 	}
-	sc.keys, sc.buf = keys, buf
 	return es
 }

@@ -145,7 +145,7 @@ func add(v, other []int, i, w int) int {
 // and returns the new shard index. The caller adds the weight to load.
 func (p *Placement) replace(i int, load []int, moves *[]Move) int32 {
 	e := &p.entries[i]
-	at := p.place(e, load)
+	at := p.place(e, load, nil)
 	if at == e.at {
 		return at
 	}
@@ -165,12 +165,29 @@ func (p *Placement) replace(i int, load []int, moves *[]Move) int32 {
 
 // replayAll places every tenant from scratch. oldIDs maps the stored shard
 // indexes to IDs for move records; nil skips the records.
+//
+// Loads only grow during the replay and weights only shrink, so a shard
+// without room for the lightest tenant stays full: it leaves the list of
+// open shards that place scores for the tenants that spill.
 func (p *Placement) replayAll(oldIDs []int, moves *[]Move) {
 	clear(p.load)
+	open := p.open[:0]
+	for i := range p.ids {
+		open = append(open, int32(i))
+	}
+	lightest := 0
+	if len(p.entries) > 0 {
+		lightest = p.entries[len(p.entries)-1].w
+	}
 	for i := range p.entries {
 		e := &p.entries[i]
-		at := p.place(e, p.load)
+		at := p.place(e, p.load, open)
 		p.load[at] += e.w
+		if p.load[at]+lightest > p.cap {
+			if j := slices.Index(open, at); j >= 0 {
+				open = slices.Delete(open, j, j+1)
+			}
+		}
 		from := -1
 		if e.at >= 0 && oldIDs != nil {
 			from = oldIDs[e.at]
@@ -185,4 +202,5 @@ func (p *Placement) replayAll(oldIDs []int, moves *[]Move) {
 			}
 		}
 	}
+	p.open = open[:0]
 }
