@@ -3,8 +3,10 @@ package source
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -41,6 +43,13 @@ var epoch = time.Unix(0, 0).UTC()
 // only when they resolve inside dir, no directories, times at the Unix
 // epoch, no owners. The same content always gives the same bytes.
 func WriteArchive(ctx context.Context, w io.Writer, dir string, opts ArchiveOptions) error {
+	return WriteArchiveFS(ctx, w, os.DirFS(dir), opts)
+}
+
+// WriteArchiveFS is WriteArchive over a file system, for trees that are
+// not on disk (a Git work tree in memory). Symlinks are archived when
+// fsys implements fs.ReadLinkFS.
+func WriteArchiveFS(ctx context.Context, w io.Writer, fsys fs.FS, opts ArchiveOptions) error {
 	if opts.IgnoreFile == "" {
 		opts.IgnoreFile = IgnoreFile
 	}
@@ -51,11 +60,11 @@ func WriteArchive(ctx context.Context, w io.Writer, dir string, opts ArchiveOpti
 	ps := parsePatterns([]byte(defaults+strings.Join(opts.Ignore, "\n")), nil)
 	gz, _ := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 	tw := tar.NewWriter(gz)
-	a := archiver{ctx: ctx, root: dir, tw: tw, ignoreFile: opts.IgnoreFile}
+	a := archiver{ctx: ctx, fsys: fsys, tw: tw, ignoreFile: opts.IgnoreFile}
 	if opts.Verbatim {
 		a.ignoreFile = ""
 	}
-	if err := a.walk("", nil, ps); err != nil {
+	if err := a.walk(".", nil, ps); err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {
@@ -66,29 +75,28 @@ func WriteArchive(ctx context.Context, w io.Writer, dir string, opts ArchiveOpti
 
 type archiver struct {
 	ctx        context.Context
-	root       string
+	fsys       fs.FS
 	tw         *tar.Writer
 	ignoreFile string
 	buf        []byte
 }
 
-func (a *archiver) walk(rel string, segs []string, ps []gitignore.Pattern) error {
+func (a *archiver) walk(dir string, segs []string, ps []gitignore.Pattern) error {
 	if err := a.ctx.Err(); err != nil {
 		return err
 	}
-	abs := filepath.Join(a.root, filepath.FromSlash(rel))
 	if a.ignoreFile != "" {
-		if b, err := os.ReadFile(filepath.Join(abs, a.ignoreFile)); err == nil {
+		if b, err := fs.ReadFile(a.fsys, path.Join(dir, a.ignoreFile)); err == nil {
 			ps = append(slices.Clip(ps), parsePatterns(b, slices.Clone(segs))...)
 		}
 	}
 	m := gitignore.NewMatcher(ps)
-	entries, err := os.ReadDir(abs)
+	entries, err := fs.ReadDir(a.fsys, dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		name := path.Join(rel, e.Name())
+		name := path.Join(dir, e.Name())
 		esegs := append(slices.Clip(segs), e.Name())
 		if m.Match(esegs, e.IsDir()) {
 			continue
@@ -98,7 +106,7 @@ func (a *archiver) walk(rel string, segs []string, ps []gitignore.Pattern) error
 			err = a.walk(name, esegs, ps)
 		case t.IsRegular():
 			err = a.file(name)
-		case t&os.ModeSymlink != 0:
+		case t&fs.ModeSymlink != 0:
 			err = a.symlink(name)
 		}
 		if err != nil {
@@ -109,7 +117,7 @@ func (a *archiver) walk(rel string, segs []string, ps []gitignore.Pattern) error
 }
 
 func (a *archiver) file(name string) error {
-	f, err := os.Open(filepath.Join(a.root, filepath.FromSlash(name)))
+	f, err := a.fsys.Open(name)
 	if err != nil {
 		return err
 	}
@@ -138,14 +146,18 @@ func (a *archiver) file(name string) error {
 // symlink archives links that stay inside the root and skips the others:
 // a link to /etc/passwd in a repository must not reach a consumer.
 func (a *archiver) symlink(name string) error {
-	target, err := os.Readlink(filepath.Join(a.root, filepath.FromSlash(name)))
+	target, err := fs.ReadLink(a.fsys, name)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	if !symlinkInside(name, filepath.ToSlash(target)) {
+	target = filepath.ToSlash(target)
+	if !symlinkInside(name, target) {
 		return nil
 	}
-	hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: filepath.ToSlash(target), Mode: 0o777, ModTime: epoch}
+	hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: epoch}
 	return a.tw.WriteHeader(hdr)
 }
 

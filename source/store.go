@@ -120,6 +120,11 @@ func (s *Store) Archive(ctx context.Context, obj Object, dir, revision string, o
 	return s.write(ctx, obj, revision, func(w io.Writer) error { return WriteArchive(ctx, w, dir, opts) })
 }
 
+// ArchiveFS is Archive over a file system (see WriteArchiveFS).
+func (s *Store) ArchiveFS(ctx context.Context, obj Object, fsys fs.FS, revision string, opts ArchiveOptions) (Artifact, error) {
+	return s.write(ctx, obj, revision, func(w io.Writer) error { return WriteArchiveFS(ctx, w, fsys, opts) })
+}
+
 // Put stores the content of r, which must already be a tar.gz, as the
 // object's artifact with the given revision.
 func (s *Store) Put(ctx context.Context, obj Object, revision string, r io.Reader) (Artifact, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -23,13 +24,13 @@ func Checkout(ctx context.Context, repoURL, dir string, opts Options) (Revision,
 	if err != nil {
 		return Revision{}, err
 	}
-	return checkout(ctx, repoURL, dir, want, opts)
+	return checkout(ctx, repoURL, osfs.New(dir), want, opts)
 }
 
-// checkout fetches exactly the resolved reference (any refname, not only
+// checkout fetches, into the work tree wt, exactly the resolved reference (any refname, not only
 // branches and tags) with an explicit refspec, then checks out its commit.
 // A bare commit fetches every branch and tag, with full history, to find it.
-func checkout(ctx context.Context, repoURL, dir string, want Revision, opts Options) (Revision, error) {
+func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Revision, opts Options) (Revision, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
 	ep, err := transport.NewEndpoint(repoURL)
@@ -41,7 +42,7 @@ func checkout(ctx context.Context, repoURL, dir string, want Revision, opts Opti
 		return Revision{}, fmt.Errorf("git %s: %w", redact(repoURL), err)
 	}
 	defer cleanup()
-	repo, err := gogit.Init(memory.NewStorage(), osfs.New(dir))
+	repo, err := gogit.Init(memory.NewStorage(), wt)
 	if err != nil {
 		return Revision{}, err
 	}

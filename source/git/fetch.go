@@ -3,7 +3,8 @@ package git
 import (
 	"context"
 	"fmt"
-	"os"
+
+	"github.com/go-git/go-billy/v5/memfs"
 
 	"github.com/cozystack/cozy-aio/source"
 )
@@ -20,7 +21,7 @@ type Result struct {
 }
 
 // Fetch resolves the reference, and unless it equals opts.LastRevision,
-// clones it into a temporary directory, archives the tree (honouring
+// fetches it into an in-memory work tree, archives the tree (honouring
 // .sourceignore and opts.Ignore) and stores it as obj's artifact. It does
 // not apply retention: call store.GC once the artifact is recorded.
 func Fetch(ctx context.Context, store *source.Store, obj source.Object, repoURL string, opts Options) (Result, error) {
@@ -31,16 +32,15 @@ func Fetch(ctx context.Context, store *source.Store, obj source.Object, repoURL 
 	if opts.LastRevision != "" && want.String == opts.LastRevision {
 		return Result{Revision: want, Unchanged: true}, nil
 	}
-	tmp, err := os.MkdirTemp("", "cozy-git-")
-	if err != nil {
-		return Result{}, err
-	}
-	defer os.RemoveAll(tmp)
-	got, err := checkout(ctx, repoURL, tmp, want, opts)
+	// The work tree stays in memory: a shallow GitOps tree is small, and
+	// writing 10,000 files to disk only to read them back costs more than
+	// the fetch itself.
+	wt := memfs.New()
+	got, err := checkout(ctx, repoURL, wt, want, opts)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
-	a, err := store.Archive(ctx, obj, tmp, got.String, source.ArchiveOptions{Ignore: opts.Ignore})
+	a, err := store.ArchiveFS(ctx, obj, billyFS{wt}, got.String, source.ArchiveOptions{Ignore: opts.Ignore})
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
