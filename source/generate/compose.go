@@ -108,6 +108,9 @@ func (c *composer) run(sources map[string]Source, op Copy) error {
 	default:
 		return fmt.Errorf("unknown strategy %q", strategy)
 	}
+	if err := validPatterns(pattern, op.Exclude); err != nil {
+		return err
+	}
 	w := walker{c: c, fsys: src.FS, ex: excluder(op.Exclude), strategy: strategy}
 	if hasMeta(pattern) {
 		return w.glob(pattern, to)
@@ -120,7 +123,17 @@ type walker struct {
 	fsys     fs.FS
 	ex       excluder
 	strategy Strategy
-	matched  int
+	matched  int // files matched by From
+	copied   int // of which not excluded
+}
+
+// isDir reports whether p is a directory of the output already.
+func (w *walker) isDir(p string) bool {
+	if p == "" {
+		return true
+	}
+	fi, err := w.c.out.Lstat(p)
+	return err == nil && fi.IsDir()
 }
 
 // literal copies a file or, cp -r style, a directory.
@@ -141,7 +154,7 @@ func (w *walker) literal(pattern, to string, toDir bool) error {
 			return fmt.Errorf("%w: %s is not a directory", ErrNoMatch, name)
 		}
 		dest := to
-		if toDir {
+		if toDir || w.isDir(to) {
 			dest = path.Join(to, path.Base(name))
 		}
 		if w.strategy == Extract {
@@ -158,8 +171,11 @@ func (w *walker) literal(pattern, to string, toDir bool) error {
 	if w.strategy == Extract {
 		return fmt.Errorf("%w: %s is a directory", ErrNotArchive, name)
 	}
+	// cp -r into a destination that always exists: the directory lands
+	// inside it, with or without trailing slashes. The source root copies
+	// its contents.
 	dest := to
-	if toDir && name != "." {
+	if name != "." {
 		dest = path.Join(to, path.Base(name))
 	}
 	return w.tree(name, name, dest)
@@ -194,8 +210,11 @@ func (w *walker) glob(pattern, to string) error {
 		}
 		return w.copyAt(p, prefix, to)
 	})
-	if errors.Is(err, fs.ErrNotExist) || err == nil && w.matched == 0 {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || err == nil && w.matched == 0:
 		return fmt.Errorf("%w: %s", ErrNoMatch, pattern)
+	case err == nil && w.copied == 0:
+		return fmt.Errorf("%w: every file matching %s is excluded", ErrNoMatch, pattern)
 	}
 	return err
 }
@@ -220,6 +239,7 @@ func (w *walker) copyAt(p, base, dest string) error {
 	if w.ex.excluded(p, sub) {
 		return nil
 	}
+	w.copied++
 	if w.strategy == Extract {
 		return w.file(p, dest)
 	}

@@ -5,14 +5,16 @@
 // operations run in order, from "@alias/<glob>" to "@artifact/<path>":
 //
 //   - a file goes to the destination path, or into it when the
-//     destination ends with "/";
-//   - "dir/" (or "dir") copies the directory itself, as cp -r does:
-//     "@src/dir/" → "@artifact/out/" gives out/dir/…;
+//     destination ends with "/" or is already a directory of the output;
+//   - "dir/" (or "dir") copies the directory itself, as cp -r does into a
+//     destination that exists: "@src/dir" → "@artifact/out" gives
+//     out/dir/…; the source root "@src/" copies its contents;
 //   - "dir/**" copies the directory's contents: out/…;
 //   - glob patterns ("*", "?", "[…]", "**") copy every match, keeping its
 //     path relative to the pattern's non-glob prefix;
 //   - exclude patterns match paths relative to the source root or to that
-//     prefix; a pattern without "/" matches a name at any depth.
+//     prefix; a pattern without "/" matches a name at any depth; a glob
+//     whose every match is excluded is an error, like one matching nothing.
 //
 // Strategies: Overwrite (the default) replaces files; Merge deep-merges
 // YAML maps into an existing file, with lists replaced, as Helm merges

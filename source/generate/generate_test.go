@@ -103,16 +103,18 @@ func TestCompose(t *testing.T) {
 	}
 }
 
-func TestComposeLiteralDirWithoutSlashTarget(t *testing.T) {
+func TestComposeCpSemantics(t *testing.T) {
 	dst := t.TempDir()
 	res, err := generate.Compose(context.Background(), fixtureSources(t, false), generate.Spec{Copy: []generate.Copy{
-		{From: "@backend/deploy/sub", To: "@artifact/renamed"},
+		{From: "@backend/deploy/sub", To: "@artifact/nested"},
 		{From: "@backend/", To: "@artifact/all/", Exclude: []string{"deploy"}},
+		{From: "@backend/deploy/sub/", To: "@artifact/file-into-dir/"},
+		{From: "@backend/deploy/a.yaml", To: "@artifact/file-into-dir/sub"}, // an existing directory: the file goes in
 	}}, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"all/other/c.yaml", "renamed/b.yaml"}; !slices.Equal(res.Files, want) {
+	if want := []string{"all/other/c.yaml", "file-into-dir/sub/a.yaml", "file-into-dir/sub/b.yaml", "nested/sub/b.yaml"}; !slices.Equal(res.Files, want) {
 		t.Fatalf("files %q, want %q", res.Files, want)
 	}
 }
@@ -135,6 +137,9 @@ func TestComposeErrors(t *testing.T) {
 		{"bad to prefix", generate.Spec{Copy: []generate.Copy{{From: "@backend/deploy/a.yaml", To: "/tmp/x"}}}, generate.ErrInvalidPath},
 		{"file to root", generate.Spec{Copy: []generate.Copy{{From: "@backend/deploy/a.yaml", To: "@artifact"}}}, generate.ErrInvalidPath},
 		{"extract non-tarball", generate.Spec{Copy: []generate.Copy{{From: "@values/prod.yaml", To: "@artifact/", Strategy: generate.Extract}}}, generate.ErrNotArchive},
+		{"every match excluded", generate.Spec{Copy: []generate.Copy{{From: "@backend/deploy/*.md", To: "@artifact/", Exclude: []string{"*.md"}}}}, generate.ErrNoMatch},
+		{"bad glob", generate.Spec{Copy: []generate.Copy{{From: "@backend/[", To: "@artifact/"}}}, generate.ErrInvalidPath},
+		{"bad exclude", generate.Spec{Copy: []generate.Copy{{From: "@backend/**", To: "@artifact/", Exclude: []string{"[*.md"}}}}, generate.ErrInvalidPath},
 		{"merge a list", generate.Spec{Copy: []generate.Copy{
 			{From: "@values/prod.yaml", To: "@artifact/v.yaml"},
 			{From: "@values/list.yaml", To: "@artifact/v.yaml", Strategy: generate.Merge}}}, generate.ErrMerge},

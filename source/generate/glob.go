@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"fmt"
 	"path"
 	"strings"
 )
@@ -88,4 +89,16 @@ func (x excluder) excluded(rel, sub string) bool {
 		}
 	}
 	return false
+}
+
+// validPatterns checks the syntax of the From pattern and the excludes.
+func validPatterns(from string, excludes []string) error {
+	for _, p := range append([]string{from}, excludes...) {
+		for _, seg := range strings.Split(p, "/") {
+			if _, err := path.Match(seg, ""); err != nil {
+				return fmt.Errorf("%w: pattern %q: %w", ErrInvalidPath, p, err)
+			}
+		}
+	}
+	return nil
 }
