@@ -15,6 +15,10 @@
 //	// record a in the object's status, then apply retention:
 //	_, err = store.GC(ctx, obj, a)
 //
+// Trees that are not on disk (an in-memory Git work tree) go through
+// Store.ArchiveFS and WriteArchiveFS. Consumers in the process read an
+// artifact with Store.Extract, which verifies its digest.
+//
 // and, once for the process:
 //
 //	srv, _ := source.NewServer(store, source.ServerOptions{}) // 127.0.0.1:9090
