@@ -236,6 +236,10 @@ func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, err
 		in.WaitForJobs, in.DisableHooks = o.WaitForJobs, o.DisableHooks
 		in.SkipCRDs = true // applyCRDs did it, by policy
 		in.SkipSchemaValidation = o.DisableSchemaValidation
+		// The API server validates every object (SSA, fieldValidation
+		// Strict); the client-side OpenAPI check would download and parse
+		// the cluster's OpenAPI documents on every action.
+		in.DisableOpenAPIValidation = true
 		in.CreateNamespace = o.CreateNamespace
 		in.Replace = replace
 		in.Labels = map[string]string{LabelDigest: p.digest}
@@ -259,6 +263,7 @@ func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, err
 		up.WaitForJobs, up.DisableHooks = o.WaitForJobs, o.DisableHooks
 		up.SkipCRDs = true
 		up.SkipSchemaValidation = o.DisableSchemaValidation
+		up.DisableOpenAPIValidation = true // see install
 		up.MaxHistory = maxHistory(o.MaxHistory)
 		up.CleanupOnFail, up.ForceReplace = o.CleanupOnFail, o.Force
 		up.ResetValues = true // the caller's layers are the whole truth

@@ -49,9 +49,11 @@ func benchInstall(b *testing.B, concurrency int, spec helm.Spec) {
 	ctx := context.Background()
 	var total time.Duration
 	var retained int64
+	var allocated uint64
 	for i := 0; i < b.N; i++ {
 		ns := cp.Namespace(b)
 		before := heapInUse()
+		allocBefore := totalAlloc()
 		m := newManager(b, helm.Options{})
 		start := time.Now()
 		var next atomic.Int64
@@ -79,11 +81,19 @@ func benchInstall(b *testing.B, concurrency int, spec helm.Spec) {
 		for err := range errs {
 			b.Fatal(err)
 		}
+		allocated += totalAlloc() - allocBefore
 		retained += heapInUse() - before
 		runtime.KeepAlive(m)
 	}
 	b.ReportMetric(float64(benchReleases*b.N)/total.Seconds(), "releases/s")
 	b.ReportMetric(float64(retained)/float64(benchReleases*b.N), "heap-B/release")
+	b.ReportMetric(float64(allocated)/float64(benchReleases*b.N), "alloc-B/release")
+}
+
+func totalAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
 }
 
 func heapInUse() int64 {

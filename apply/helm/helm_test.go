@@ -12,10 +12,12 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/internal/testenv"
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 var (
@@ -28,6 +30,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	ctrllog.SetLogger(logr.Discard())
 	var err error
 	reg, err = testenv.StartRegistry(testenv.RegistryOptions{})
 	if err != nil {
