@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cozystack/cozy-aio/engine"
 )
@@ -78,6 +80,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	log.Info("CRDs installed")
 	if err := applyBootstrapDir(ctx, c, opts, log); err != nil {
 		return err
+	}
+	if opts.Engine.Registry == nil {
+		// The engine's default; set here so the phase gauge lands beside it.
+		opts.Engine.Registry = ctrlmetrics.Registry.(*prometheus.Registry)
 	}
 	phases := NewPhases(opts.Engine.Registry)
 	eopts := opts.Engine

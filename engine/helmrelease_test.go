@@ -107,7 +107,9 @@ func TestHelmReleaseInstallsAndUpgradesOnNewRevision(t *testing.T) {
 	if err := cp.Client.Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, hr, func() bool { return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2 }, "upgrade to revision 2")
+	waitFor(t, hr, func() bool {
+		return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
+	}, "upgrade to revision 2")
 	if !exists(t, cm) || cm.Data["chart"] != "1.1.0" {
 		t.Fatalf("after upgrade the ConfigMap says chart %q, want 1.1.0", cm.Data["chart"])
 	}

@@ -4,6 +4,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -14,5 +15,6 @@ func (e *Engine) kinds() []kindController {
 		{kind: sourcev1.OCIRepositoryKind, newObject: func() client.Object { return &sourcev1.OCIRepository{} }, reconciler: &ociRepositoryReconciler{e: e}},
 		{kind: kustomizev1.KustomizationKind, newObject: func() client.Object { return &kustomizev1.Kustomization{} }, reconciler: &kustomizationReconciler{e: e}},
 		{kind: helmv2.HelmReleaseKind, newObject: func() client.Object { return &helmv2.HelmRelease{} }, reconciler: &helmReleaseReconciler{e: e}},
+		{kind: swv1beta1.ArtifactGeneratorKind, newObject: func() client.Object { return &swv1beta1.ArtifactGenerator{} }, reconciler: &artifactGeneratorReconciler{e: e}},
 	}
 }

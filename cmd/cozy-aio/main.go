@@ -1,18 +1,160 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/cozystack/cozy-aio/bootstrap"
 )
 
 // version is stamped at link time with -ldflags "-X main.version=…".
 var version = "dev"
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "version" {
-		fmt.Println(version)
-		return
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
 	}
-	fmt.Fprintln(os.Stderr, "cozy-aio: only 'version' is available in this build; the engine lands with issue #5")
-	os.Exit(2)
+	var err error
+	switch cmd {
+	case "run":
+		err = runEngine(args, stderr)
+	case "static-pod":
+		err = staticPod(args, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, version)
+	default:
+		err = fmt.Errorf("unknown command %q: want run, static-pod or version", cmd)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "cozy-aio:", err)
+		return 1
+	}
+	return 0
+}
+
+// envDefault lets COZY_AIO_<FLAG> override a flag's default, so that a
+// static pod can be configured through its environment.
+func envDefault(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		key := "COZY_AIO_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(key); ok && err == nil {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", key, v, e)
+			}
+		}
+	})
+	return err
+}
+
+type runFlags struct {
+	opts                   bootstrap.RunOptions
+	shards, logFmt, logLvl string
+}
+
+func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
+	f := &runFlags{}
+	o := &f.opts
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Discover.Server, "server", "", "API server URL; skips discovery")
+	fs.StringVar(&o.Discover.Kubeconfig, "kubeconfig", "", "kubeconfig for credentials (default /etc/kubernetes/admin.conf if present, else the service account)")
+	fs.StringVar(&o.Discover.KubePrismAddress, "kubeprism-address", "localhost:7445", "KubePrism address to try")
+	fs.StringVar(&o.BootstrapDir, "bootstrap-dir", "", "directory of YAML objects to apply at start")
+	fs.BoolVar(&o.PruneBootstrap, "prune-bootstrap", false, "delete objects whose files left the bootstrap directory")
+	fs.IntVar(&o.Network.MinNodes, "network-min-nodes", 1, "nodes that must have a network before non-network units run")
+	fs.StringVar(&o.Engine.DataDir, "data-dir", "/var/lib/cozy-aio", "artifact store and state")
+	fs.StringVar(&o.Engine.HealthAddr, "health-addr", "127.0.0.1:9440", "address of /healthz, /readyz and /metrics")
+	fs.StringVar(&o.Engine.ArtifactAddr, "artifact-addr", "127.0.0.1:9090", "address of the artifact server (loopback unless told otherwise)")
+	fs.StringVar(&f.shards, "shards", "auto", "Helm shards: a number, or auto")
+	fs.IntVar(&o.Engine.ShardWorkers, "shard-workers", 4, "Helm workers per shard")
+	fs.IntVar(&o.Engine.Concurrency, "concurrency", 4, "workers per source and Kustomization reconciler")
+	fs.StringVar(&o.Engine.TenantLabel, "tenant-label", "", "label naming a HelmRelease's tenant (default: its namespace)")
+	fs.BoolVar(&o.Engine.Restricted, "restricted", false, "no cross-namespace references, no remote bases, default service account for tenants")
+	fs.StringVar(&o.Engine.DefaultServiceAccount, "default-service-account", "default", "service account for tenants in restricted mode")
+	fs.BoolVar(&o.Engine.AllowRemoteBases, "allow-remote-bases", false, "let kustomizations use remote bases")
+	fs.StringVar(&o.Engine.HolderID, "holder-id", "", "identity recorded on Helm releases (default: host name)")
+	fs.StringVar(&f.logFmt, "log-format", "json", "json or text")
+	fs.StringVar(&f.logLvl, "log-level", "info", "debug, info or error")
+	if err := envDefault(fs); err != nil {
+		return nil, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if f.shards != "auto" {
+		n, err := strconv.Atoi(f.shards)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--shards %q: want a positive number or auto", f.shards)
+		}
+		o.Engine.Shards = n
+	}
+	if o.Discover.Server != "" {
+		o.Discover.Order = []string{bootstrap.CandidateExplicit}
+	}
+	return f, nil
+}
+
+func runEngine(args []string, stderr io.Writer) error {
+	f, err := parseRun(args, stderr)
+	if err != nil {
+		return err
+	}
+	level := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "error": zapcore.ErrorLevel}[f.logLvl]
+	logger := zap.New(zap.WriteTo(stderr), zap.UseDevMode(f.logFmt == "text"), zap.Level(level))
+	ctrl.SetLogger(logger)
+	f.opts.Logger = logger.WithName("bootstrap")
+	f.opts.Engine.Logger = logger
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	logger.Info("starting cozy-aio", "version", version)
+	return bootstrap.Run(ctx, f.opts)
+}
+
+func staticPod(args []string, stdout, stderr io.Writer) error {
+	var o bootstrap.StaticPodOptions
+	fs := flag.NewFlagSet("static-pod", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Image, "image", "ghcr.io/cozystack/cozy-aio:"+imageTag(), "container image")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig-path", "", "host path of the kubeconfig (default /etc/kubernetes/cozy-aio.conf)")
+	fs.StringVar(&o.BootstrapDir, "bootstrap-dir", "", "host path of the bootstrap directory (default /etc/cozy-aio/bootstrap)")
+	fs.StringVar(&o.DataDir, "data-dir", "", "host path of the data directory (default /var/lib/cozy-aio)")
+	fs.IntVar(&o.HealthPort, "health-port", 0, "port of /healthz, /readyz and /metrics (default 9440)")
+	fs.IntVar(&o.ArtifactPort, "artifact-port", 0, "port of the artifact server (default 9090)")
+	fs.StringVar(&o.MemoryLimit, "memory-limit", "", "memory limit; GOMEMLIMIT is 90% of it (default 1Gi)")
+	if err := envDefault(fs); err != nil {
+		return err
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	b, err := bootstrap.RenderStaticPod(o)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(b)
+	return err
+}
+
+func imageTag() string {
+	if version == "dev" {
+		return "latest"
+	}
+	return version
 }

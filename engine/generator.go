@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/generate"
+)
+
+// artifactGeneratorReconciler composes ExternalArtifacts from several
+// sources, as Flux's source-watcher does.
+type artifactGeneratorReconciler struct{ e *Engine }
+
+func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	e := r.e
+	obj := &swv1beta1.ArtifactGenerator{}
+	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	self := Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
+	start := time.Now()
+	orig := obj.DeepCopy()
+	out := r.reconcile(ctx, obj, self)
+	return e.finish(ctx, swv1beta1.ArtifactGeneratorKind, obj, orig, start, out, timing{interval: e.opts.DefaultInterval, retry: time.Minute})
+}
+
+func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self Ref) outcome {
+	e := r.e
+	if err := unsupported(swv1beta1.ArtifactGeneratorKind,
+		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
+		fieldCheck{"spec.pathPattern", obj.Spec.PathPattern != ""},
+	); err != nil {
+		return stalled(UnsupportedFieldReason, err)
+	}
+	var srcRefs []Ref
+	for _, s := range obj.Spec.Sources {
+		srcRefs = append(srcRefs, sourceRefOf(self, s.Kind, s.Namespace, s.Name))
+	}
+	e.graph.Set(self, srcRefs)
+	tmp, err := os.MkdirTemp("", "cozy-generate-")
+	if err != nil {
+		return failed(meta.ArtifactFailedReason, err)
+	}
+	defer os.RemoveAll(tmp)
+	sources := map[string]generate.Source{}
+	for i, s := range obj.Spec.Sources {
+		art, out, ok := e.sourceArtifact(ctx, self, s.Kind, s.Namespace, s.Name)
+		if !ok {
+			return out
+		}
+		dir := filepath.Join(tmp, fmt.Sprintf("src-%d", i))
+		if err := e.store.Extract(ctx, art, dir, source.ExtractOptions{}); err != nil {
+			return failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err))
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			return failed(meta.ArtifactFailedReason, err)
+		}
+		defer root.Close()
+		sources[s.Alias] = generate.Source{FS: root.FS(), Revision: art.Revision}
+	}
+	var inventory []swv1beta1.ExternalArtifactReference
+	for _, o := range obj.Spec.OutputArtifacts {
+		spec := generate.Spec{Revision: o.Revision, OriginRevision: o.OriginRevision}
+		for _, c := range o.Copy {
+			spec.Copy = append(spec.Copy, generate.Copy{From: c.From, To: c.To, Exclude: c.Exclude, Strategy: generate.Strategy(c.Strategy)})
+		}
+		sobj := source.Object{Kind: sourcev1.ExternalArtifactKind, Namespace: obj.Namespace, Name: o.Name}
+		art, _, err := generate.Build(ctx, e.store, sobj, sources, spec)
+		if err != nil {
+			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s: %w", self, o.Name, err))
+		}
+		if err := r.writeExternalArtifact(ctx, obj, o.Name, art); err != nil {
+			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+		}
+		if _, err := e.store.GC(ctx, sobj, art); err != nil {
+			return failed(meta.ArtifactFailedReason, err)
+		}
+		inventory = append(inventory, swv1beta1.ExternalArtifactReference{
+			Name: o.Name, Namespace: obj.Namespace, Digest: art.Digest, Filename: filepath.Base(art.Path),
+		})
+	}
+	obj.Status.Inventory = inventory
+	return succeeded("reconciliation succeeded, generated %d artifact(s)", len(inventory))
+}
+
+// writeExternalArtifact applies the ExternalArtifact that points back at
+// the generator, then writes its artifact and Ready condition in one
+// status patch.
+func (r *artifactGeneratorReconciler) writeExternalArtifact(ctx context.Context, gen *swv1beta1.ArtifactGenerator, name string, art source.Artifact) error {
+	c := r.e.mgr.GetClient()
+	ea := &sourcev1.ExternalArtifact{
+		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.ExternalArtifactKind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gen.Namespace},
+		Spec: sourcev1.ExternalArtifactSpec{SourceRef: &meta.NamespacedObjectKindReference{
+			APIVersion: swv1beta1.GroupVersion.String(), Kind: swv1beta1.ArtifactGeneratorKind, Name: gen.Name, Namespace: gen.Namespace,
+		}},
+	}
+	if err := c.Patch(ctx, ea, client.Apply, client.FieldOwner(r.e.opts.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying ExternalArtifact %s/%s: %w", gen.Namespace, name, err)
+	}
+	orig := ea.DeepCopy()
+	ea.Status.Artifact = toMetaArtifact(art)
+	conditions.MarkTrue(ea, meta.ReadyCondition, meta.SucceededReason, "Artifact revision %s", art.Revision)
+	if err := c.Status().Patch(ctx, ea, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("writing ExternalArtifact %s/%s status: %w", gen.Namespace, name, err)
+	}
+	return nil
+}
