@@ -1,8 +1,11 @@
 package helm_test
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
@@ -39,4 +42,28 @@ func ExampleHolderDead() {
 	previous := helm.Holder{ID: "cozy-aio-0", Start: start.Add(-time.Hour)}
 	fmt.Println(helm.HolderDead(previous, self, nil))
 	// Output: true
+}
+
+// ExampleManager_Reconcile shows how the engine drives a release. It needs
+// an API server, so it is compiled but not run.
+func ExampleManager_Reconcile() {
+	var cfg *rest.Config // the process's rest.Config
+	m, err := helm.New(cfg, helm.Options{Holder: helm.Holder{ID: "cozy-aio-0"}})
+	if err != nil {
+		panic(err)
+	}
+	rel := helm.Release{Name: "redis", Namespace: "tenant-a", ServiceAccount: "tenant-a"}
+	var st helm.State // from HelmRelease status
+	out, err := m.Reconcile(context.Background(), rel, helm.ReconcileOptions{
+		Spec: helm.Spec{
+			Chart:   helm.Chart{Ref: "oci://registry.example/charts/redis", Version: "1.2.3"},
+			Values:  []map[string]any{{"replicas": 3}},
+			Timeout: 5 * time.Minute,
+		},
+		Upgrade: helm.Remediation{Retries: 2},
+		Drift:   helm.DriftCorrect,
+	}, st)
+	// Persist out.State; requeue after out.Next.After when out.Next.Kind
+	// is NextRetry; report err and out.Next.Reason in the Ready condition.
+	fmt.Println(out.Next.Kind, err)
 }

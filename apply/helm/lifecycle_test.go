@@ -97,3 +97,25 @@ func TestInstallFromTgzWithStorageNamespace(t *testing.T) {
 		t.Fatalf("idempotent reconcile: %+v %v", out, err)
 	}
 }
+
+func TestHistoryKeepsFiveRevisionsByDefault(t *testing.T) {
+	ctx := testContext(t)
+	ns := cp.Namespace(t)
+	m := newManager(t, helm.Options{})
+	rel := helm.Release{Name: "hist", Namespace: ns}
+	var st helm.State
+	for i := range 8 {
+		out, err := m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: helm.Spec{Chart: ociChart("demo"), Values: []map[string]any{values("message", i)}}}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = out.State
+	}
+	secs := releaseSecrets(t, ns, "hist")
+	if len(secs) != helm.DefaultMaxHistory {
+		t.Fatalf("%d revisions kept, want %d", len(secs), helm.DefaultMaxHistory)
+	}
+	if secs["8"].Labels["status"] != "deployed" {
+		t.Fatalf("latest revision: %v", secs["8"].Labels)
+	}
+}
