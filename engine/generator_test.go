@@ -80,7 +80,9 @@ func TestArtifactGeneratorFeedsAHelmRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ea, func() bool { return ea.Status.Artifact != nil && ea.Status.Artifact.Revision != first }, "a new ExternalArtifact revision")
-	waitFor(t, hr, func() bool { return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2 }, "upgrade")
+	waitFor(t, hr, func() bool {
+		return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
+	}, "upgrade")
 	if !exists(t, cm) || cm.Data["chart"] != "2.0.0" {
 		t.Fatalf("after the upgrade the ConfigMap says %v", cm.Data)
 	}

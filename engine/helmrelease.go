@@ -145,7 +145,12 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if err != nil {
 		return failed(meta.ReconciliationFailedReason, err)
 	}
-	opts := helmOptions(obj, e.store.Path(art), values)
+	chartPath, cleanup, err := chartArchive(e.store.Path(art))
+	if err != nil {
+		return failed(meta.ArtifactFailedReason, fmt.Errorf("%s: chart artifact %s: %w", self, art.Revision, err))
+	}
+	defer cleanup()
+	opts := helmOptions(obj, chartPath, values)
 	state := helmState(obj)
 	if v, ok := obj.GetAnnotations()[helmv2.ResetRequestAnnotation]; ok && v != obj.Status.LastHandledResetAt {
 		state = helm.State{}
