@@ -1,9 +1,11 @@
 package helm_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
@@ -80,4 +82,27 @@ func TestConcurrentReleases(t *testing.T) {
 		}
 	}
 	t.Logf("peak actions in flight: %d", f.peak)
+}
+
+func TestCancelledCallKeepsTheLockUntilHelmReturns(t *testing.T) {
+	ns := cp.Namespace(t)
+	f := &inFlight{per: map[string]int{}, started: map[string]int{}}
+	m := newManager(t, helm.Options{Observe: f.observe})
+	rel := helm.Release{Name: "cancel", Namespace: ns}
+	// The Deployment never becomes ready in envtest: the wait runs until
+	// ctx ends.
+	spec := helm.Spec{Chart: ociChart("demo"), Values: []map[string]any{values("deployment", true)}, Timeout: time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: spec}, helm.State{})
+	mustContain(t, err, ns+"/cancel", "context deadline exceeded")
+	// The next call waits for the abandoned action, then proceeds.
+	spec.Values = nil
+	out, err := m.Reconcile(testContext(t), rel, helm.ReconcileOptions{Spec: spec}, helm.State{})
+	if err != nil || out.Release.Status != "deployed" {
+		t.Fatalf("after cancel: %+v %v", out, err)
+	}
+	for _, o := range f.overlaps {
+		t.Error(o)
+	}
 }

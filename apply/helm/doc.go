@@ -34,7 +34,9 @@
 // layers winning, and Helm merges them over the chart's defaults. A digest
 // of the chart archive and the merged values is recorded on each revision
 // (LabelDigest): a deployed revision with the desired digest is up to date
-// and is not upgraded again.
+// and is not upgraded again. A release last written by another tool (Flux's
+// helm-controller, the helm CLI) has no digest, so the first Reconcile
+// upgrades it once, which adopts it.
 //
 // # Release storage
 //
