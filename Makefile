@@ -6,11 +6,12 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check vet testbin testbin-cluster demo bench build
+.PHONY: test fmt-check vet testbin testbin-cluster demo bench build fuzz
 
 ## test: gofmt and go vet, build the test control plane if missing, run every test.
 test: fmt-check vet testbin
 	COZY_TESTBIN_DIR=$(TESTBIN_DIR) $(GO) test $(GO_TEST_FLAGS) ./...
+	$(GO) test -race -count=1 ./shard/
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -37,6 +38,13 @@ build:
 demo:
 	@echo "make demo: not built yet (issue #9 brings the simulated cluster and the demo)." >&2
 	@exit 1
+
+## fuzz: each fuzz target for FUZZTIME (default 60s), one after another.
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) ./source/
+	$(GO) test -run '^$$' -fuzz '^FuzzCopyPaths$$' -fuzztime $(FUZZTIME) ./source/generate/
+	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./apply/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:

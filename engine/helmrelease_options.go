@@ -35,6 +35,13 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
 		fieldCheck{"spec.upgrade.preserveValues", up.PreserveValues},
 		fieldCheck{"spec.install.replace", in.Replace},
+		fieldCheck{"spec.test.enable", obj.Spec.Test != nil && obj.Spec.Test.Enable},
+		fieldCheck{"spec.rollback", obj.Spec.Rollback != nil && *obj.Spec.Rollback != helmv2.Rollback{}},
+		fieldCheck{"spec.waitStrategy (other than watcher)", obj.Spec.WaitStrategy != nil &&
+			obj.Spec.WaitStrategy.Name != "" && obj.Spec.WaitStrategy.Name != "watcher"},
+		fieldCheck{"spec.install.serverSideApply: false", in.ServerSideApply != nil && !*in.ServerSideApply},
+		fieldCheck{"spec.upgrade.serverSideApply: disabled", up.ServerSideApply == helmv2.ServerSideApplyDisabled},
+		fieldCheck{"spec.upgrade.chartNameChangeStrategy", up.ChartNameChangeStrategy != ""},
 	)
 }
 
