@@ -33,6 +33,9 @@ type RunOptions struct {
 	PruneBootstrap bool
 	// Network says when the network phase is over.
 	Network NetworkOptions
+	// SkipNetworkPhase admits every unit from the start, for clusters whose
+	// network is not managed by cozy-aio. Default: false.
+	SkipNetworkPhase bool
 	// Engine configures the engine. Its Gate and ReadyzDetail are set by
 	// Run; InstallCRDs is implied.
 	Engine engine.Options
@@ -86,6 +89,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 		opts.Engine.Registry = ctrlmetrics.Registry.(*prometheus.Registry)
 	}
 	phases := NewPhases(opts.Engine.Registry)
+	if opts.SkipNetworkPhase {
+		phases.Observe(true, "")
+	}
 	eopts := opts.Engine
 	eopts.Gate = phases.Gate
 	eopts.ReadyzDetail = phases.Readyz
@@ -125,6 +131,13 @@ func watchNetwork(ctx context.Context, e *engine.Engine, phases *Phases, opts Ne
 		UpdateFunc: func(any, any) { evaluate() },
 		DeleteFunc: func(any) { evaluate() },
 	})
+	// With no nodes there is no event: evaluate once the cache has synced,
+	// so the reason says so.
+	go func() {
+		if e.Cache().WaitForCacheSync(ctx) {
+			evaluate()
+		}
+	}()
 	return err
 }
 

@@ -24,7 +24,7 @@ func configMap(name, ns string) string {
 }
 
 // gitSource serves files at branch main and creates a GitRepository for it.
-func gitSource(t *testing.T, ns, name string, files map[string]string) (*testenv.GitRepo, *sourcev1.GitRepository) {
+func gitSource(t testing.TB, ns, name string, files map[string]string) (*testenv.GitRepo, *sourcev1.GitRepository) {
 	t.Helper()
 	srv, err := testenv.StartGitServer(testenv.GitOptions{})
 	if err != nil {

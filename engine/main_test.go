@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 }
 
 // startEngine runs an engine for one test and stops it at the end.
-func startEngine(t *testing.T, opts engine.Options) *engine.Engine {
+func startEngine(t testing.TB, opts engine.Options) *engine.Engine {
 	t.Helper()
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()

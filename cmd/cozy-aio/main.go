@@ -79,6 +79,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&o.BootstrapDir, "bootstrap-dir", "", "directory of YAML objects to apply at start")
 	fs.BoolVar(&o.PruneBootstrap, "prune-bootstrap", false, "delete objects whose files left the bootstrap directory")
 	fs.IntVar(&o.Network.MinNodes, "network-min-nodes", 1, "nodes that must have a network before non-network units run")
+	networkPhase := fs.Bool("network-phase", true, "reconcile network units first and hold the others until nodes have a network")
 	fs.StringVar(&o.Engine.DataDir, "data-dir", "/var/lib/cozy-aio", "artifact store and state")
 	fs.StringVar(&o.Engine.HealthAddr, "health-addr", "127.0.0.1:9440", "address of /healthz, /readyz and /metrics")
 	fs.StringVar(&o.Engine.ArtifactAddr, "artifact-addr", "127.0.0.1:9090", "address of the artifact server (loopback unless told otherwise)")
@@ -98,6 +99,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	o.SkipNetworkPhase = !*networkPhase
 	if f.shards != "auto" {
 		n, err := strconv.Atoi(f.shards)
 		if err != nil || n < 1 {

@@ -67,15 +67,7 @@ func TestRunServesProbesAndStopsOnSIGTERM(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("building: %v\n%s", err, out)
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthorityData: cp.Config.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cp.Config.CertData, ClientKeyData: cp.Config.KeyData}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest"
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := writeKubeconfig(t, dir)
 	health := freePort(t)
 	cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--kubeprism-address", freePort(t),
 		"--data-dir", filepath.Join(dir, "data"), "--artifact-addr", freePort(t), "--log-format", "text")
@@ -133,4 +125,19 @@ func TestRunServesProbesAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("the chosen API server should be logged:\n%s", logs.String())
 	}
 	fmt.Fprint(io.Discard, logs.String())
+}
+
+// writeKubeconfig writes an admin kubeconfig for the test API server.
+func writeKubeconfig(t *testing.T, dir string) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthorityData: cp.Config.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cp.Config.CertData, ClientKeyData: cp.Config.KeyData}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }
