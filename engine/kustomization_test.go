@@ -11,6 +11,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -176,6 +177,23 @@ func TestKustomizationBadInputs(t *testing.T) {
 				t.Errorf("%s: message %q does not say %q", k.Name, msg, s)
 			}
 		}
+	}
+	// Each failure is also a Warning event on its object.
+	// Events are written asynchronously by the recorder.
+	var events eventsv1.EventList
+	var sawWarning bool
+	for deadline := time.Now().Add(30 * time.Second); !sawWarning && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err := cp.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range events.Items {
+			if ev.Regarding.Name == "bad-path" && ev.Type == corev1.EventTypeWarning && ev.Reason == meta.InvalidPathReason {
+				sawWarning = true
+			}
+		}
+	}
+	if !sawWarning {
+		t.Errorf("no Warning event with reason %s on Kustomization bad-path among %d events", meta.InvalidPathReason, len(events.Items))
 	}
 }
 

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -79,6 +81,14 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ArtifactAddr == "" {
 		o.ArtifactAddr = "127.0.0.1:9090"
+	}
+	if strings.HasSuffix(o.ArtifactAddr, ":0") {
+		// Resolve "any free port" now, so that the URLs written in status
+		// name the port the server will listen on.
+		if ln, err := net.Listen("tcp", o.ArtifactAddr); err == nil {
+			o.ArtifactAddr = ln.Addr().String()
+			ln.Close()
+		}
 	}
 	if o.ArtifactBaseURL == "" {
 		o.ArtifactBaseURL = "http://" + o.ArtifactAddr

@@ -2,6 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +60,16 @@ func TestOCIRepositoryStoresArtifact(t *testing.T) {
 	waitFor(t, good, readyIs(good, true), "Ready=True")
 	if want := "v1@" + manifest.Digest.String(); good.Status.Artifact == nil || good.Status.Artifact.Revision != want {
 		t.Fatalf("artifact %+v, want revision %s", good.Status.Artifact, want)
+	}
+	// Outside consumers fetch the artifact from the URL in status.
+	resp, err := http.Get(good.Status.Artifact.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || fmt.Sprintf("sha256:%x", sha256.Sum256(body)) != good.Status.Artifact.Digest {
+		t.Fatalf("GET %s: %s, digest of body does not match %s", good.Status.Artifact.URL, resp.Status, good.Status.Artifact.Digest)
 	}
 	waitFor(t, anon, readyIs(anon, false), "Ready=False")
 	if msg := conditions.GetMessage(anon, meta.ReadyCondition); !strings.Contains(msg, "OCIRepository/"+ns+"/anonymous") {
