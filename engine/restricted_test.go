@@ -54,11 +54,15 @@ func TestRestrictedMode(t *testing.T) {
 		}
 	}
 	waitFor(t, allowed, readyIs(allowed, true), "Ready=True as the tenant's account")
-	waitFor(t, cross, readyIs(cross, false), "Ready=False")
+	waitFor(t, cross, func() bool {
+		return readyIs(cross, false)() && strings.Contains(conditions.GetMessage(cross, meta.ReadyCondition), "cross-namespace")
+	}, "Ready=False for the cross-namespace source")
 	if msg := conditions.GetMessage(cross, meta.ReadyCondition); !strings.Contains(msg, "cross-namespace references are disabled") {
 		t.Fatalf("cross-namespace source: message %q", msg)
 	}
-	waitFor(t, denied, readyIs(denied, false), "Ready=False")
+	waitFor(t, denied, func() bool {
+		return readyIs(denied, false)() && strings.Contains(conditions.GetMessage(denied, meta.ReadyCondition), "forbidden")
+	}, "Ready=False with the API server's Forbidden")
 	if msg := conditions.GetMessage(denied, meta.ReadyCondition); !strings.Contains(msg, "forbidden") ||
 		!strings.Contains(msg, "system:serviceaccount:"+tenant+":default") {
 		t.Fatalf("applying outside the tenant's RBAC: message %q should be the API server's Forbidden for the account", msg)
