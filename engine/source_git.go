@@ -7,7 +7,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/source"
@@ -17,25 +16,13 @@ import (
 type gitRepositoryReconciler struct{ e *Engine }
 
 func (r *gitRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	e := r.e
 	obj := &sourcev1.GitRepository{}
-	sobj := source.Object{Kind: sourcev1.GitRepositoryKind, Namespace: req.Namespace, Name: req.Name}
-	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, e.store.Remove(ctx, sobj)
-		}
-		return ctrl.Result{}, err
-	}
-	if obj.Spec.Suspend || !obj.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	start := time.Now()
-	orig := obj.DeepCopy()
-	out := r.reconcile(ctx, obj, sobj)
-	obj.Status.ObservedGeneration = obj.Generation
-	obj.Status.LastHandledReconcileAt = handledRequest(obj)
-	return e.finish(ctx, sourcev1.GitRepositoryKind, obj, orig, start, out,
-		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+	return r.e.reconcileSource(ctx, req, sourcev1.GitRepositoryKind, obj,
+		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func() bool { return obj.Spec.Suspend },
+		func(gen int64, handled string) {
+			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
+		})
 }
 
 func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.GitRepository, sobj source.Object) outcome {

@@ -1,0 +1,40 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/source"
+)
+
+// sourceObject is what the Git and OCI source kinds share.
+type sourceObject interface {
+	object
+	GetRequeueAfter() time.Duration
+}
+
+// reconcileSource is the frame shared by the source reconcilers: read the
+// object (a deleted one loses its artifacts), skip it when suspended, run
+// the kind's fetch, and write status once. setStatus records the
+// generation and the handled request in the kind's status.
+func (e *Engine) reconcileSource(ctx context.Context, req ctrl.Request, kind string, obj sourceObject,
+	fetch func(source.Object) outcome, suspended func() bool, setStatus func(generation int64, handled string)) (ctrl.Result, error) {
+	sobj := source.Object{Kind: kind, Namespace: req.Namespace, Name: req.Name}
+	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, e.store.Remove(ctx, sobj)
+		}
+		return ctrl.Result{}, err
+	}
+	if suspended() || !obj.GetDeletionTimestamp().IsZero() {
+		return ctrl.Result{}, nil
+	}
+	start := time.Now()
+	orig := obj.DeepCopyObject().(object)
+	out := fetch(sobj)
+	setStatus(obj.GetGeneration(), handledRequest(obj))
+	return e.finish(ctx, kind, obj, orig, start, out, timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+}
