@@ -14,22 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
-	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 func TestArtifactGeneratorFeedsAHelmRelease(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	for _, v := range []string{"1.0.0", "2.0.0"} {
-		if _, err := reg.PushChart(ctx, "charts/demo", demoChart(v)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reg := chartRegistry(t, demoChart("1.0.0"), demoChart("2.0.0"))
 	startEngine(t, engine.Options{})
 	// The chart layer is extracted (Flux's default), so the source holds demo/….
 	src := chartSource(ns, "demo", reg.Host(), "1.0.0")

@@ -35,6 +35,23 @@ data:
 	}
 }
 
+// chartRegistry starts a registry for one test and pushes each chart to
+// charts/demo.
+func chartRegistry(t *testing.T, charts ...map[string]string) *testenv.Registry {
+	t.Helper()
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	for _, c := range charts {
+		if _, err := reg.PushChart(context.Background(), "charts/demo", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg
+}
+
 func chartSource(ns, name, host, tag string) *sourcev1.OCIRepository {
 	return &sourcev1.OCIRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -60,16 +77,7 @@ func helmRelease(ns, name, chartSource string) *helmv2.HelmRelease {
 func TestHelmReleaseInstallsAndUpgradesOnNewRevision(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	for _, v := range []string{"1.0.0", "1.1.0"} {
-		if _, err := reg.PushChart(ctx, "charts/demo", demoChart(v)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reg := chartRegistry(t, demoChart("1.0.0"), demoChart("1.1.0"))
 	startEngine(t, engine.Options{})
 	if err := cp.Client.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "overrides", Namespace: ns},
@@ -133,19 +141,9 @@ func TestHelmReleaseInstallsAndUpgradesOnNewRevision(t *testing.T) {
 func TestHelmReleaseBadInputs(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
 	broken := demoChart("0.1.0")
 	broken["templates/cm.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }\n"
-	if _, err := reg.PushChart(ctx, "charts/demo", broken); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.PushChart(ctx, "charts/demo", demoChart("1.0.0")); err != nil {
-		t.Fatal(err)
-	}
+	reg := chartRegistry(t, broken, demoChart("1.0.0"))
 	startEngine(t, engine.Options{})
 	good := helmRelease(ns, "good", "demo")
 	missingSource := helmRelease(ns, "no-source", "absent")

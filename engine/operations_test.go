@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
-	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // A Kustomization waits for a HelmRelease through the cross-kind
@@ -26,14 +25,7 @@ import (
 func TestCrossKindDependsOn(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	if _, err := reg.PushChart(ctx, "charts/demo", demoChart("1.0.0")); err != nil {
-		t.Fatal(err)
-	}
+	reg := chartRegistry(t, demoChart("1.0.0"))
 	gitSource(t, ns, "apps", map[string]string{"deploy/after.yaml": configMap("after", ns)})
 	startEngine(t, engine.Options{})
 
@@ -126,16 +118,9 @@ func TestSuspendAndRequestedAt(t *testing.T) {
 func TestResetAtClearsFailureCounts(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
 	failing := demoChart("1.0.0")
 	failing["templates/fail.yaml"] = "{{ fail \"boom\" }}\n"
-	if _, err := reg.PushChart(ctx, "charts/demo", failing); err != nil {
-		t.Fatal(err)
-	}
+	reg := chartRegistry(t, failing)
 	startEngine(t, engine.Options{})
 	hr := helmRelease(ns, "app", "demo")
 	for _, o := range []client.Object{chartSource(ns, "demo", reg.Host(), "1.0.0"), hr} {
