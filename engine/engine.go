@@ -116,6 +116,9 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	if err := mgr.Add(e.pool); err != nil {
 		return nil, err
 	}
+	if err := registerPool(registry, e.pool); err != nil {
+		return nil, fmt.Errorf("registering the shard metrics: %w", err)
+	}
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}

@@ -69,6 +69,9 @@ type ControlPlaneOptions struct {
 	StartTimeout time.Duration
 	// APIServerArgs are extra kube-apiserver flags, as name → value.
 	APIServerArgs map[string]string
+	// LogDir, when set, receives kube-apiserver.log and etcd.log. Default:
+	// their output is discarded.
+	LogDir string
 }
 
 // ControlPlane is a running kube-apiserver and etcd.
@@ -80,6 +83,7 @@ type ControlPlane struct {
 
 	env  *envtest.Environment
 	lock *os.File
+	logs []*os.File
 }
 
 // StartControlPlane starts a real kube-apiserver and etcd built by
@@ -118,8 +122,31 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	for k, v := range opts.APIServerArgs {
 		api.Configure().Set(k, v)
 	}
+	var logs []*os.File
+	closeLogs := func() {
+		for _, f := range logs {
+			_ = f.Close()
+		}
+	}
+	if opts.LogDir != "" {
+		apiLog, err := os.Create(filepath.Join(opts.LogDir, "kube-apiserver.log"))
+		if err != nil {
+			unlock(lock)
+			return nil, err
+		}
+		etcdLog, err := os.Create(filepath.Join(opts.LogDir, "etcd.log"))
+		if err != nil {
+			apiLog.Close()
+			unlock(lock)
+			return nil, err
+		}
+		logs = []*os.File{apiLog, etcdLog}
+		api.Out, api.Err = apiLog, apiLog
+		env.ControlPlane.Etcd = &envtest.Etcd{Out: etcdLog, Err: etcdLog}
+	}
 	cfg, err := env.Start()
 	if err != nil {
+		closeLogs()
 		_ = env.Stop()
 		unlock(lock)
 		return nil, fmt.Errorf("starting the test control plane from %s: %w", dir, err)
@@ -130,16 +157,32 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		_ = env.Stop()
+		closeLogs()
 		unlock(lock)
 		return nil, err
 	}
-	return &ControlPlane{Config: cfg, Client: c, env: env, lock: lock}, nil
+	return &ControlPlane{Config: cfg, Client: c, env: env, lock: lock, logs: logs}, nil
 }
 
 // Stop stops the API server and etcd and removes their data.
 func (cp *ControlPlane) Stop() error {
 	defer unlock(cp.lock)
-	return cp.env.Stop()
+	err := cp.env.Stop()
+	for _, f := range cp.logs {
+		_ = f.Close()
+	}
+	return err
+}
+
+// Kubeconfig returns a kubeconfig for a user in the given groups, for
+// programs that run beside the tests (a controller manager, the cozy-aio
+// binary). Use the group "system:masters" for an administrator.
+func (cp *ControlPlane) Kubeconfig(user string, groups ...string) ([]byte, error) {
+	u, err := cp.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
 }
 
 // Namespace creates a namespace with a fresh name for one test and deletes

@@ -1,0 +1,516 @@
+package demo
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+// Options configures Run. Binary is required.
+type Options struct {
+	// Tenants and Releases shape the platform: Tenants namespaces with
+	// Releases HelmReleases each on average. Defaults: 20 and 5.
+	Tenants, Releases int
+	// Break gives one tenant a chart that does not render.
+	Break bool
+	// Nodes is the number of simulated nodes. Default: 3.
+	Nodes int
+	// Shards and ShardWorkers are passed to cozy-aio. Defaults: 4 and 4.
+	Shards, ShardWorkers int
+	// Binary is the cozy-aio binary to run.
+	Binary string
+	// WorkDir holds the bootstrap directory, cozy-aio's data and every
+	// log. Default: a new temporary directory.
+	WorkDir string
+	// Out receives the progress and the summary. Default: discard.
+	Out io.Writer
+	// Every is the progress interval. Default: 2s.
+	Every time.Duration
+	// Timeout bounds the wait for every unit to settle. Default: 10m.
+	Timeout time.Duration
+	// Scale runs the scale benchmark's shape instead: a plain API server
+	// and etcd, no simulated nodes, and charts of three ConfigMaps.
+	Scale bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Tenants <= 0 {
+		o.Tenants = 20
+	}
+	if o.Releases <= 0 {
+		o.Releases = 5
+	}
+	if o.Nodes <= 0 {
+		o.Nodes = 3
+	}
+	if o.Shards <= 0 {
+		o.Shards = 4
+	}
+	if o.ShardWorkers <= 0 {
+		o.ShardWorkers = 4
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Every <= 0 {
+		o.Every = 2 * time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	return o
+}
+
+// Result is what a run measured.
+type Result struct {
+	Tenants []Tenant
+	// Units are every Flux object at the end.
+	Units []Unit
+	// Failed are the units that did not become Ready.
+	Failed []Unit
+	// Shards are the shard loads cozy-aio reported last.
+	Shards []ShardLoad
+	// Started is when Run began; CozyStarted when cozy-aio was started;
+	// ClusterUp when the cluster answered; NetworkPodsRunning when the
+	// last network agent pod became Ready; NetworkReady when the last node
+	// got its network; FirstInstall when the first tenant release was
+	// stored; AllSettled when every unit was Ready or failed.
+	Started, ClusterUp, CozyStarted, NetworkPodsRunning, NetworkReady, FirstInstall, AllSettled time.Time
+	// PeakRSS is cozy-aio's peak resident memory in bytes and CPU its
+	// user+system CPU time, both read when every unit had settled.
+	PeakRSS int64
+	CPU     time.Duration
+	// Checks are the properties verified at the end; a failed one is an
+	// error.
+	Checks []Check
+	// WorkDir holds the logs.
+	WorkDir string
+}
+
+// Check is one verified property of a run.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
+// ShardLoad is one shard as cozy-aio's metrics report it.
+type ShardLoad struct {
+	ID, Load, Tenants int
+}
+
+// Run runs the demo: it starts the sources and the simulated cluster (or,
+// with Scale, a plain API server), runs cozy-aio as a node would, prints
+// progress until every unit is Ready or has failed, verifies the run, and
+// tears everything down. It returns an error naming every unit that failed
+// and every check that did not hold.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	opts = opts.withDefaults()
+	if opts.Binary == "" {
+		return nil, errors.New("demo: no cozy-aio binary given")
+	}
+	res := &Result{Started: time.Now(), Tenants: Tenants(opts.Tenants, opts.Releases, opts.Break)}
+	if opts.WorkDir == "" {
+		d, err := os.MkdirTemp("", "cozy-aio-demo-")
+		if err != nil {
+			return nil, err
+		}
+		opts.WorkDir = d
+	}
+	res.WorkDir = opts.WorkDir
+	h := &harness{opts: opts, res: res, say: func(format string, args ...any) {
+		fmt.Fprintf(opts.Out, "[%6.1fs] %s\n", time.Since(res.Started).Seconds(), fmt.Sprintf(format, args...))
+	}}
+	defer h.teardown()
+	if err := h.setup(ctx); err != nil {
+		return res, err
+	}
+	if err := h.watch(ctx); err != nil {
+		return res, err
+	}
+	h.verify(ctx)
+	h.summary()
+	return res, h.verdict()
+}
+
+type harness struct {
+	opts Options
+	res  *Result
+	say  func(format string, args ...any)
+
+	git     *testenv.GitServer
+	reg     *testenv.Registry
+	cluster *testenv.Cluster
+	cp      *testenv.ControlPlane
+	c       client.Client
+	cozy    *exec.Cmd
+	exited  chan error
+	health  string
+	logs    string
+}
+
+func (h *harness) setup(ctx context.Context) error {
+	h.logs = filepath.Join(h.opts.WorkDir, "logs")
+	if err := os.MkdirAll(h.logs, 0o755); err != nil {
+		return err
+	}
+	secret := randomString()
+	h.say("starting the OCI registry and the Git server (in this process, on loopback)")
+	var err error
+	if h.reg, err = testenv.StartRegistry(testenv.RegistryOptions{Username: "demo", Password: secret}); err != nil {
+		return err
+	}
+	var kubeconfig string
+	if h.opts.Scale {
+		h.say("starting kube-apiserver and etcd (the scale shape needs no nodes)")
+		if h.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), LogDir: h.logs, StartTimeout: 2 * time.Minute}); err != nil {
+			return err
+		}
+		kc, err := h.cp.Kubeconfig("cozy-aio", "system:masters")
+		if err != nil {
+			return err
+		}
+		kubeconfig = filepath.Join(h.logs, "kubeconfig")
+		if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+			return err
+		}
+		h.c = h.cp.Client
+		if err := h.seedScale(ctx); err != nil {
+			return err
+		}
+	} else {
+		if h.git, err = testenv.StartGitServer(testenv.GitOptions{Username: "demo", Password: secret}); err != nil {
+			return err
+		}
+		repo, err := h.git.Repo("platform")
+		if err != nil {
+			return err
+		}
+		if _, err := repo.Commit("main", platformRepo(h.res.Tenants), "platform: tenants and their releases"); err != nil {
+			return err
+		}
+		if _, err := h.reg.PushArtifact(ctx, "packages/charts", "v1", chartsArtifact(), nil); err != nil {
+			return err
+		}
+		h.say("starting the simulated cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok; %d nodes without a network", h.opts.Nodes)
+		h.cluster, err = testenv.StartCluster(ctx, testenv.ClusterOptions{
+			Nodes: h.opts.Nodes, LogDir: h.logs,
+			ControlPlane: testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), StartTimeout: 2 * time.Minute},
+		})
+		if err != nil {
+			return err
+		}
+		h.c = h.cluster.Client
+		kubeconfig = h.cluster.Kubeconfig
+		boot := filepath.Join(h.opts.WorkDir, "bootstrap")
+		if err := os.MkdirAll(boot, 0o755); err != nil {
+			return err
+		}
+		objs := bootstrapObjects(h.res.Tenants, repo.URL(), "demo", secret, "oci://"+h.reg.Host()+"/packages/charts", h.reg.DockerConfigJSON())
+		if err := os.WriteFile(filepath.Join(boot, "platform.yaml"), []byte(objs), 0o644); err != nil {
+			return err
+		}
+	}
+	h.res.ClusterUp = time.Now()
+	h.say("cluster up; logs in %s", h.logs)
+	return h.startCozy(kubeconfig)
+}
+
+// startCozy runs cozy-aio as on a node: host network, a bootstrap
+// directory, a data directory.
+func (h *harness) startCozy(kubeconfig string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	h.health = "127.0.0.1:" + strconv.Itoa(port)
+	var server string
+	if h.cluster != nil {
+		server = h.cluster.Config.Host
+	} else {
+		server = h.cp.Config.Host
+	}
+	args := []string{"run",
+		"--server=" + server, "--kubeconfig=" + kubeconfig,
+		"--data-dir=" + filepath.Join(h.opts.WorkDir, "data"),
+		"--health-addr=" + h.health, "--artifact-addr=127.0.0.1:0",
+		"--shards=" + strconv.Itoa(h.opts.Shards), "--shard-workers=" + strconv.Itoa(h.opts.ShardWorkers),
+		"--holder-id=demo", "--log-format=json",
+	}
+	if h.opts.Scale {
+		args = append(args, "--network-phase=false")
+	} else {
+		args = append(args, "--bootstrap-dir="+filepath.Join(h.opts.WorkDir, "bootstrap"),
+			"--network-min-nodes="+strconv.Itoa(h.opts.Nodes))
+	}
+	if err := os.MkdirAll(filepath.Join(h.opts.WorkDir, "data"), 0o700); err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(h.logs, "cozy-aio.log"))
+	if err != nil {
+		return err
+	}
+	h.cozy = exec.Command(h.opts.Binary, args...)
+	h.cozy.Stdout, h.cozy.Stderr = logf, logf
+	h.cozy.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	h.say("starting cozy-aio: %s %s", filepath.Base(h.opts.Binary), strings.Join(args, " "))
+	if err := h.cozy.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting %s: %w", h.opts.Binary, err)
+	}
+	h.res.CozyStarted = time.Now()
+	h.exited = make(chan error, 1)
+	go func() {
+		h.exited <- h.cozy.Wait()
+		logf.Close()
+	}()
+	return nil
+}
+
+// expectedReleases is the number of HelmReleases the run ends with.
+func (h *harness) expectedReleases() int {
+	n := 0
+	for _, t := range h.res.Tenants {
+		n += t.Releases
+	}
+	if !h.opts.Scale {
+		n++ // the network release
+	}
+	return n
+}
+
+// watch prints progress until every unit has settled twice in a row.
+func (h *harness) watch(ctx context.Context) error {
+	deadline := time.After(h.opts.Timeout)
+	tick := time.NewTicker(h.opts.Every)
+	defer tick.Stop()
+	settledPolls := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-h.exited:
+			h.exited = nil
+			return fmt.Errorf("cozy-aio exited early (%v); its log: %s", err, filepath.Join(h.logs, "cozy-aio.log"))
+		case <-deadline:
+			units, _ := listUnits(ctx, h.c)
+			h.res.Units = units
+			var waiting []string
+			for _, u := range units {
+				if !u.Settled {
+					waiting = append(waiting, fmt.Sprintf("%s (%s: %s)", u, u.Reason, u.Message))
+				}
+			}
+			return fmt.Errorf("not settled after %s; still waiting: %s", h.opts.Timeout, strings.Join(waiting, "; "))
+		case <-tick.C:
+		}
+		units, err := listUnits(ctx, h.c)
+		if err != nil {
+			continue
+		}
+		h.res.Units = units
+		h.progress(ctx, units)
+		if h.settled(units) {
+			settledPolls++
+		} else {
+			settledPolls = 0
+		}
+		if settledPolls == 1 {
+			h.res.AllSettled = time.Now()
+			h.res.PeakRSS, h.res.CPU = procUsage(h.cozy.Process.Pid)
+		}
+		if settledPolls >= 2 {
+			return nil
+		}
+	}
+}
+
+func (h *harness) settled(units []Unit) bool {
+	releases := 0
+	for _, u := range units {
+		if !u.Settled {
+			return false
+		}
+		if u.Kind == "HelmRelease" {
+			releases++
+		}
+	}
+	return releases == h.expectedReleases()
+}
+
+func (h *harness) progress(ctx context.Context, units []Unit) {
+	var b strings.Builder
+	phase, shards := h.scrape()
+	if phase != "" {
+		fmt.Fprintf(&b, "phase=%-7s ", phase)
+	}
+	for _, c := range countUnits(units) {
+		if c.Total > 0 || c.Kind == "HelmRelease" {
+			fmt.Fprintf(&b, " %s %d/%d", c.Kind, c.Ready, c.Total)
+		}
+	}
+	if h.cluster != nil {
+		ready, total := h.nodesWithNetwork(ctx)
+		fmt.Fprintf(&b, "  nodes-with-network %d/%d", ready, total)
+	}
+	if len(shards) > 0 {
+		h.res.Shards = shards
+		b.WriteString("  shard-load")
+		for _, s := range shards {
+			fmt.Fprintf(&b, " %d:%d", s.ID, s.Load)
+		}
+	}
+	h.say("%s", b.String())
+}
+
+// scrape reads the phase and the shard loads from cozy-aio's /metrics.
+func (h *harness) scrape() (string, []ShardLoad) {
+	cl := http.Client{Timeout: time.Second}
+	resp, err := cl.Get("http://" + h.health + "/metrics")
+	if err != nil {
+		return "", nil
+	}
+	defer resp.Body.Close()
+	var phase string
+	loads := map[int]*ShardLoad{}
+	at := func(id int) *ShardLoad {
+		if loads[id] == nil {
+			loads[id] = &ShardLoad{ID: id}
+		}
+		return loads[id]
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, label, value, ok := parseSample(sc.Text())
+		if !ok {
+			continue
+		}
+		switch name {
+		case "cozy_aio_bootstrap_phase":
+			if value == 1 {
+				phase = label
+			}
+		case "cozy_aio_shard_load":
+			if id, err := strconv.Atoi(label); err == nil {
+				at(id).Load = int(value)
+			}
+		case "cozy_aio_shard_tenants":
+			if id, err := strconv.Atoi(label); err == nil {
+				at(id).Tenants = int(value)
+			}
+		}
+	}
+	var out []ShardLoad
+	for _, s := range loads {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return phase, out
+}
+
+// parseSample reads `name{label="value"} number`, the shape of the few
+// samples the demo reads (one label each).
+func parseSample(line string) (name, label string, value float64, ok bool) {
+	if strings.HasPrefix(line, "#") {
+		return "", "", 0, false
+	}
+	open := strings.IndexByte(line, '{')
+	end := strings.LastIndexByte(line, '}')
+	if open < 0 || end < open {
+		return "", "", 0, false
+	}
+	name = line[:open]
+	_, v, found := strings.Cut(line[open+1:end], "=")
+	if !found {
+		return "", "", 0, false
+	}
+	label = strings.Trim(v, `"`)
+	value, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+	return name, label, value, err == nil
+}
+
+func (h *harness) teardown() {
+	if h.cozy != nil && h.cozy.Process != nil && h.exited != nil {
+		_ = syscall.Kill(h.cozy.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-h.exited:
+		case <-time.After(20 * time.Second):
+			_ = syscall.Kill(-h.cozy.Process.Pid, syscall.SIGKILL)
+			<-h.exited
+		}
+	}
+	if h.cluster != nil {
+		_ = h.cluster.Stop()
+	}
+	if h.cp != nil {
+		_ = h.cp.Stop()
+	}
+	if h.git != nil {
+		h.git.Close()
+	}
+	if h.reg != nil {
+		h.reg.Close()
+	}
+}
+
+// procUsage reads a process's peak RSS (VmHWM) and its CPU time.
+func procUsage(pid int) (int64, time.Duration) {
+	var rss int64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				rss = kb << 10
+			}
+		}
+	}
+	var cpu time.Duration
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// Fields after the command name, which ends with ')'.
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i > 0 {
+			f := strings.Fields(s[i+1:])
+			if len(f) > 13 {
+				ut, _ := strconv.ParseInt(f[11], 10, 64)
+				st, _ := strconv.ParseInt(f[12], 10, 64)
+				cpu = time.Duration(ut+st) * time.Second / 100 // USER_HZ
+			}
+		}
+	}
+	return rss, cpu
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomString() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

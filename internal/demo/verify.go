@@ -1,0 +1,339 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/bootstrap"
+	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+func (h *harness) nodesWithNetwork(ctx context.Context) (ready, total int) {
+	var nodes corev1.NodeList
+	if err := h.c.List(ctx, &nodes); err != nil {
+		return 0, 0
+	}
+	for i := range nodes.Items {
+		if ok, _ := bootstrap.NodeNetworkReady(&nodes.Items[i]); ok {
+			ready++
+		}
+	}
+	return ready, len(nodes.Items)
+}
+
+func (h *harness) check(name string, ok bool, format string, args ...any) {
+	h.res.Checks = append(h.res.Checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
+}
+
+// verify checks the run from the objects' own timestamps.
+func (h *harness) verify(ctx context.Context) {
+	for _, u := range h.res.Units {
+		if !u.Ready {
+			h.res.Failed = append(h.res.Failed, u)
+		}
+	}
+	if h.opts.Scale {
+		h.verifyScale(ctx)
+		return
+	}
+	// Phase order: the network agent's pods ran before any tenant release
+	// was stored by Helm.
+	var pods corev1.PodList
+	if err := h.c.List(ctx, &pods, client.InNamespace("kube-system"), client.MatchingLabels(testenv.DefaultNetworkPodLabels)); err != nil || len(pods.Items) == 0 {
+		h.check("phase order", false, "no network agent pods found (%v)", err)
+	} else {
+		for _, p := range pods.Items {
+			if t := readyTime(p.Status.Conditions); t.After(h.res.NetworkPodsRunning) {
+				h.res.NetworkPodsRunning = t
+			}
+		}
+	}
+	var nodes corev1.NodeList
+	if err := h.c.List(ctx, &nodes); err == nil {
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionFalse && c.LastTransitionTime.After(h.res.NetworkReady) {
+					h.res.NetworkReady = c.LastTransitionTime.Time
+				}
+			}
+		}
+	}
+	tenantNS := map[string]bool{}
+	for _, t := range h.res.Tenants {
+		tenantNS[t.Name] = true
+	}
+	var secrets corev1.SecretList
+	if err := h.c.List(ctx, &secrets, client.MatchingLabels{"owner": "helm"}); err == nil {
+		for _, s := range secrets.Items {
+			if tenantNS[s.Namespace] && (h.res.FirstInstall.IsZero() || s.CreationTimestamp.Time.Before(h.res.FirstInstall)) {
+				h.res.FirstInstall = s.CreationTimestamp.Time
+			}
+		}
+	}
+	if !h.res.NetworkPodsRunning.IsZero() {
+		switch {
+		case h.res.FirstInstall.IsZero():
+			h.check("phase order", false, "no tenant release was installed")
+		default:
+			gap := h.res.FirstInstall.Sub(h.res.NetworkPodsRunning)
+			h.check("phase order", !h.res.FirstInstall.Before(h.res.NetworkPodsRunning),
+				"network agent pods Running at %s, first tenant release stored at %s (%+.0fs later; timestamps have 1 s resolution)",
+				h.res.NetworkPodsRunning.Format(time.TimeOnly), h.res.FirstInstall.Format(time.TimeOnly), gap.Seconds())
+		}
+	}
+	// Each Ready tenant release became Ready only after its Deployment was
+	// Available, and each Deployment really is Available.
+	var hrs helmv2.HelmReleaseList
+	if err := h.c.List(ctx, &hrs); err != nil {
+		h.check("ready after available", false, "listing HelmReleases: %v", err)
+		return
+	}
+	var checked, available int
+	var bad []string
+	for _, hr := range hrs.Items {
+		if !tenantNS[hr.Namespace] {
+			continue
+		}
+		var dep appsv1.Deployment
+		err := h.c.Get(ctx, client.ObjectKey{Namespace: hr.Namespace, Name: hr.Name}, &dep)
+		depAvailable := time.Time{}
+		if err == nil {
+			for _, c := range dep.Status.Conditions {
+				if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+					depAvailable = c.LastTransitionTime.Time
+				}
+			}
+		}
+		if !depAvailable.IsZero() {
+			available++
+		}
+		hrReady := readyTime(hr.Status.Conditions)
+		if hrReady.IsZero() {
+			continue // not Ready: listed with the failures
+		}
+		checked++
+		switch {
+		case depAvailable.IsZero():
+			bad = append(bad, fmt.Sprintf("%s/%s is Ready but its Deployment is not Available", hr.Namespace, hr.Name))
+		case hrReady.Before(depAvailable):
+			bad = append(bad, fmt.Sprintf("%s/%s Ready at %s before its Deployment was Available at %s", hr.Namespace, hr.Name, hrReady.Format(time.TimeOnly), depAvailable.Format(time.TimeOnly)))
+		}
+	}
+	h.check("deployments available", available == h.expectedReleases()-1-h.brokenReleases(),
+		"%d of %d tenant Deployments Available through the simulator", available, h.expectedReleases()-1-h.brokenReleases())
+	h.check("ready after available", checked > 0 && len(bad) == 0,
+		"%d Ready tenant HelmReleases, each Ready no earlier than its Deployment became Available%s", checked, joinBad(bad))
+}
+
+func (h *harness) brokenReleases() int {
+	n := 0
+	for _, t := range h.res.Tenants {
+		if t.Broken {
+			n += t.Releases
+		}
+	}
+	return n
+}
+
+func joinBad(bad []string) string {
+	if len(bad) == 0 {
+		return ""
+	}
+	if len(bad) > 5 {
+		bad = append(bad[:5], fmt.Sprintf("and %d more", len(bad)-5))
+	}
+	return "; violations: " + strings.Join(bad, "; ")
+}
+
+func readyTime(conds any) time.Time {
+	switch cs := conds.(type) {
+	case []metav1.Condition:
+		for _, c := range cs {
+			if c.Type == "Ready" && c.Status == metav1.ConditionTrue {
+				return c.LastTransitionTime.Time
+			}
+		}
+	case []corev1.PodCondition:
+		for _, c := range cs {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return c.LastTransitionTime.Time
+			}
+		}
+	}
+	return time.Time{}
+}
+
+// verdict is nil when every unit is Ready and every check holds;
+// otherwise it names the failed units (and so their tenants) and checks.
+func (h *harness) verdict() error {
+	var parts []string
+	for _, u := range h.res.Failed {
+		parts = append(parts, fmt.Sprintf("%s is not Ready (%s: %s)", u, u.Reason, u.Message))
+	}
+	for _, c := range h.res.Checks {
+		if !c.OK {
+			parts = append(parts, fmt.Sprintf("check %q failed: %s", c.Name, c.Detail))
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(parts, "\n"))
+}
+
+// summary prints the table a user reads at the end.
+func (h *harness) summary() {
+	r, out := h.res, h.opts.Out
+	shape := fmt.Sprintf("%d tenants, %d tenant HelmReleases", len(r.Tenants), h.expectedReleases())
+	if !h.opts.Scale {
+		shape = fmt.Sprintf("%d tenants, %d tenant HelmReleases + the network release, %d simulated nodes", len(r.Tenants), h.expectedReleases()-1, h.opts.Nodes)
+	}
+	fmt.Fprintf(out, "\n== cozy-aio demo summary: %s ==\n\n", shape)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tREADY\tTOTAL")
+	for _, c := range countUnits(r.Units) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", c.Kind, c.Ready, c.Total)
+	}
+	tw.Flush()
+	if len(r.Shards) > 0 {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SHARD\tLOAD (HelmReleases)\tTENANTS")
+		for _, s := range r.Shards {
+			fmt.Fprintf(tw, "%d\t%d\t%d\n", s.ID, s.Load, s.Tenants)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIMELINE\tSINCE START")
+	at := func(name string, t time.Time) {
+		if !t.IsZero() {
+			fmt.Fprintf(tw, "%s\t%.1fs\n", name, t.Sub(r.Started).Seconds())
+		}
+	}
+	at("cluster and sources up", r.ClusterUp)
+	at("cozy-aio started", r.CozyStarted)
+	at("network agent pods Running", r.NetworkPodsRunning)
+	at("every node has a network", r.NetworkReady)
+	at("first tenant release installed", r.FirstInstall)
+	at("every unit settled", r.AllSettled)
+	tw.Flush()
+	fmt.Fprintln(out)
+	if !r.AllSettled.IsZero() {
+		fmt.Fprintf(out, "cozy-aio: %.1fs from its start to every unit settled", r.AllSettled.Sub(r.CozyStarted).Seconds())
+		if !r.NetworkReady.IsZero() {
+			fmt.Fprintf(out, ", %.1fs from the network being ready", r.AllSettled.Sub(r.NetworkReady).Seconds())
+		}
+		fmt.Fprintf(out, "; peak RSS %.0f MB; CPU %.1fs\n", float64(r.PeakRSS)/(1<<20), r.CPU.Seconds())
+	}
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(out, "[%s] %s: %s\n", mark, c.Name, c.Detail)
+	}
+	if len(r.Failed) > 0 {
+		fmt.Fprintf(out, "\n%d units are not Ready:\n", len(r.Failed))
+		for _, u := range r.Failed {
+			fmt.Fprintf(out, "  %s: %s: %s\n", u, u.Reason, u.Message)
+		}
+	}
+	fmt.Fprintf(out, "\nlogs: %s\n", h.logs)
+}
+
+// seedScale creates the scale shape: one OCIRepository with a chart of
+// three ConfigMaps and every tenant's HelmReleases referring to it.
+func (h *harness) seedScale(ctx context.Context) error {
+	if _, err := h.reg.PushChart(ctx, "charts/configmaps", configMapsChart()); err != nil {
+		return err
+	}
+	// The HelmReleases exist before cozy-aio starts, as in the reference
+	// measurement; their CRDs are installed the way cozy-aio installs them.
+	if err := engine.InstallCRDs(ctx, h.cp.Config, engine.Options{}.WithDefaults().FieldManager); err != nil {
+		return err
+	}
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "packages-registry", Namespace: SystemNamespace},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: h.reg.DockerConfigJSON()},
+		},
+		&sourcev1.OCIRepository{
+			ObjectMeta: metav1.ObjectMeta{Name: "configmaps", Namespace: SystemNamespace},
+			Spec: sourcev1.OCIRepositorySpec{
+				URL: "oci://" + h.reg.Host() + "/charts/configmaps", Insecure: true,
+				Interval:      metav1.Duration{Duration: 30 * time.Minute},
+				Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
+				LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: sourcev1.OCILayerCopy},
+				SecretRef:     &meta.LocalObjectReference{Name: "packages-registry"},
+			},
+		},
+	}
+	for _, t := range h.res.Tenants {
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: map[string]string{TenantLabel: t.Name}}})
+		for r := 1; r <= t.Releases; r++ {
+			objs = append(objs, &helmv2.HelmRelease{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", r), Namespace: t.Name},
+				Spec: helmv2.HelmReleaseSpec{
+					Interval: metav1.Duration{Duration: 30 * time.Minute},
+					ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "configmaps", Namespace: SystemNamespace},
+				},
+			})
+		}
+	}
+	h.say("creating %d objects: %d tenant namespaces, %d HelmReleases, the chart source", len(objs), len(h.res.Tenants), h.expectedReleases())
+	for _, o := range objs {
+		if err := createRetry(ctx, h.c, o); err != nil {
+			return fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// createRetry creates an object, retrying while its kind is not served yet
+// (the CRDs are installed by cozy-aio or by the test).
+func createRetry(ctx context.Context, c client.Client, o client.Object) error {
+	var err error
+	for i := 0; i < 100; i++ {
+		if err = c.Create(ctx, o); err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "no matches for kind") {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
+}
+
+func (h *harness) verifyScale(ctx context.Context) {
+	var cms corev1.ConfigMapList
+	n := 0
+	for _, t := range h.res.Tenants {
+		if err := h.c.List(ctx, &cms, client.InNamespace(t.Name)); err == nil {
+			for _, cm := range cms.Items {
+				if strings.HasPrefix(cm.Name, "app-") {
+					n++
+				}
+			}
+		}
+	}
+	want := 3 * h.expectedReleases()
+	h.check("configmaps", n == want, "%d of %d ConfigMaps rendered by the releases exist", n, want)
+}
