@@ -6,10 +6,11 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check vet testbin testbin-cluster demo bench build fuzz
+.PHONY: test fmt-check vet testbin testbin-cluster demo bench bench-scale build fuzz
 
-## test: gofmt and go vet, build the test control plane if missing, run every test.
-test: fmt-check vet testbin
+## test: gofmt and go vet, build the test control plane and the cluster
+## simulator if missing, run every test.
+test: fmt-check vet testbin-cluster
 	COZY_TESTBIN_DIR=$(TESTBIN_DIR) $(GO) test $(GO_TEST_FLAGS) ./...
 	$(GO) test -race -count=1 ./shard/
 
@@ -32,12 +33,19 @@ testbin-cluster:
 
 ## build: the cozy-aio binary into bin/.
 build:
-	$(GO) build -o bin/cozy-aio ./cmd/cozy-aio
+	@echo "building bin/cozy-aio..."
+	@$(GO) build -o bin/cozy-aio ./cmd/cozy-aio
 
-## demo: the main job on the built-in local control plane.
-demo:
-	@echo "make demo: not built yet (issue #9 brings the simulated cluster and the demo)." >&2
-	@exit 1
+## demo: the main job on a simulated fresh cluster (DEMO_TENANTS, DEMO_RELEASES, DEMO_BREAK=1).
+demo: testbin-cluster build
+	@echo "building the demo harness..."
+	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) bin/cozy-aio-demo -cozy-aio bin/cozy-aio
+
+## bench-scale: 200 tenants x 5 releases of a 3-ConfigMap chart on a plain API server.
+bench-scale: testbin build
+	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_SCALE=1 DEMO_TENANTS=$${DEMO_TENANTS:-200} DEMO_RELEASES=$${DEMO_RELEASES:-5} bin/cozy-aio-demo -cozy-aio bin/cozy-aio
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s), one after another.
 FUZZTIME ?= 60s

@@ -78,6 +78,10 @@ type Engine struct {
 // New builds an Engine on cfg. Nothing runs until Start.
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	}
 	registry := opts.Registry
 	if registry == nil {
 		registry = ctrlmetrics.Registry.(*prometheus.Registry)

@@ -73,6 +73,13 @@ type Options struct {
 	// DefaultInterval is used for objects whose interval is zero.
 	// Default: 10m.
 	DefaultInterval time.Duration
+	// KubeAPIQPS and KubeAPIBurst are the client-side rate limit used when
+	// the rest.Config passed to New sets none (QPS 0). client-go's own
+	// default, 5 requests per second, would hold a thousand Helm releases
+	// for half an hour; the API server's priority and fairness protects it
+	// instead. Defaults: 500 and 1000.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 }
 
 func (o Options) withDefaults() Options {
@@ -107,6 +114,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DefaultInterval <= 0 {
 		o.DefaultInterval = 10 * time.Minute
+	}
+	if o.KubeAPIQPS <= 0 {
+		o.KubeAPIQPS = 500
+	}
+	if o.KubeAPIBurst <= 0 {
+		o.KubeAPIBurst = max(1000, int(o.KubeAPIQPS))
 	}
 	return o
 }

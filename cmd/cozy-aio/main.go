@@ -66,6 +66,7 @@ func envDefault(fs *flag.FlagSet) error {
 type runFlags struct {
 	opts                   bootstrap.RunOptions
 	shards, logFmt, logLvl string
+	qps                    float64
 }
 
 func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
@@ -86,6 +87,8 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.shards, "shards", "auto", "Helm shards: a number, or auto")
 	fs.IntVar(&o.Engine.ShardWorkers, "shard-workers", 4, "Helm workers per shard")
 	fs.IntVar(&o.Engine.Concurrency, "concurrency", 4, "workers per source and Kustomization reconciler")
+	fs.Float64Var(&f.qps, "kube-api-qps", 500, "client-side limit of API requests per second")
+	fs.IntVar(&o.Engine.KubeAPIBurst, "kube-api-burst", 1000, "client-side burst of API requests")
 	fs.StringVar(&o.Engine.TenantLabel, "tenant-label", "", "label naming a HelmRelease's tenant (default: its namespace)")
 	fs.BoolVar(&o.Engine.Restricted, "restricted", false, "no cross-namespace references, no remote bases, default service account for tenants")
 	fs.StringVar(&o.Engine.DefaultServiceAccount, "default-service-account", "default", "service account for tenants in restricted mode")
@@ -100,6 +103,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 		return nil, err
 	}
 	o.SkipNetworkPhase = !*networkPhase
+	o.Engine.KubeAPIQPS = float32(f.qps)
 	if f.shards != "auto" {
 		n, err := strconv.Atoi(f.shards)
 		if err != nil || n < 1 {

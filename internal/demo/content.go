@@ -131,7 +131,7 @@ kind: ConfigMap
 metadata:
   name: {{ .Release.Name }}-broken
 data:
-  value: {{ .Values.missing.field | required "demo: this chart is broken on purpose (DEMO_BREAK=1)" }}
+  value: {{ required "demo: this chart is broken on purpose (DEMO_BREAK=1)" .Values.brokenOnPurpose }}
 `
 
 // configMapsChart renders three ConfigMaps and nothing else: the shape of

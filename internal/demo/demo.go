@@ -320,6 +320,9 @@ func (h *harness) watch(ctx context.Context) error {
 					waiting = append(waiting, fmt.Sprintf("%s (%s: %s)", u, u.Reason, u.Message))
 				}
 			}
+			if len(waiting) > 10 {
+				waiting = append(waiting[:10], fmt.Sprintf("and %d more", len(waiting)-10))
+			}
 			return fmt.Errorf("not settled after %s; still waiting: %s", h.opts.Timeout, strings.Join(waiting, "; "))
 		case <-tick.C:
 		}

@@ -1,0 +1,124 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cozystack/cozy-aio/internal/demo"
+)
+
+// The in-process Git server logs each request through the standard logger.
+func init() { log.SetOutput(io.Discard) }
+
+// buildCozy builds the real cozy-aio binary once for the package.
+func buildCozy(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cozy-aio")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/cozystack/cozy-aio/cmd/cozy-aio").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building cozy-aio: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestEndToEnd is `make demo` made smaller: 3 tenants with 2 releases
+// each on the simulated cluster, with the demo's own checks (phase order
+// from timestamps, every Deployment Available, every release Ready only
+// after its Deployment), then the same with one tenant's chart broken.
+func TestEndToEnd(t *testing.T) {
+	bin := buildCozy(t)
+
+	t.Run("healthy", func(t *testing.T) {
+		var out bytes.Buffer
+		work := t.TempDir()
+		res, err := demo.Run(context.Background(), demo.Options{
+			Tenants: 3, Releases: 2, Binary: bin, WorkDir: work, Out: &out, Timeout: 5 * time.Minute,
+		})
+		t.Log("\n" + out.String())
+		if err != nil {
+			t.Fatalf("demo failed: %v", err)
+		}
+		if len(res.Checks) != 3 {
+			t.Fatalf("want 3 checks, got %+v", res.Checks)
+		}
+		var releases int
+		for _, u := range res.Units {
+			if u.Kind == "HelmRelease" {
+				releases++
+			}
+			if !u.Ready {
+				t.Errorf("%s is not Ready: %s", u, u.Message)
+			}
+		}
+		if releases != 3*2+1 {
+			t.Fatalf("%d HelmReleases, want 7", releases)
+		}
+		if !res.FirstInstall.After(res.CozyStarted.Add(-time.Second)) || res.NetworkPodsRunning.After(res.FirstInstall) {
+			t.Fatalf("timeline: cozy-aio %s, network pods %s, first install %s", res.CozyStarted, res.NetworkPodsRunning, res.FirstInstall)
+		}
+		if !strings.Contains(out.String(), "phase=network") || !strings.Contains(out.String(), "shard-load") {
+			t.Fatalf("progress shows no phase or shard load:\n%s", out.String())
+		}
+		noProcessLeft(t, work)
+	})
+
+	t.Run("broken tenant", func(t *testing.T) {
+		var out bytes.Buffer
+		work := t.TempDir()
+		res, err := demo.Run(context.Background(), demo.Options{
+			Tenants: 3, Releases: 2, Break: true, Binary: bin, WorkDir: work, Out: &out, Timeout: 5 * time.Minute,
+		})
+		t.Log("\n" + out.String())
+		if err == nil {
+			t.Fatal("the demo passed with a broken chart")
+		}
+		if !strings.Contains(err.Error(), "tenant-002") {
+			t.Fatalf("the error does not name the broken tenant: %v", err)
+		}
+		for _, c := range res.Checks {
+			if !c.OK {
+				t.Errorf("check %s failed for the healthy tenants: %s", c.Name, c.Detail)
+			}
+		}
+		if len(res.Failed) != 2 {
+			t.Fatalf("want the broken tenant's 2 releases failed, got %v", res.Failed)
+		}
+		for _, u := range res.Failed {
+			if u.Namespace != "tenant-002" || !strings.Contains(u.Message, "broken on purpose") {
+				t.Errorf("failed unit %s: %s", u, u.Message)
+			}
+		}
+		for _, u := range res.Units {
+			if u.Namespace != "tenant-002" && !u.Ready {
+				t.Errorf("%s is not Ready: %s", u, u.Message)
+			}
+		}
+		noProcessLeft(t, work)
+	})
+}
+
+// noProcessLeft fails when a process started for the run (every part of
+// the cluster and cozy-aio name the work directory in their arguments)
+// still runs.
+func noProcessLeft(t *testing.T, work string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte(work)) {
+			continue
+		}
+		if strings.HasPrefix(p, "/proc/self/") {
+			continue
+		}
+		t.Errorf("process left behind: %s", strings.ReplaceAll(string(b), "\x00", " "))
+	}
+}
