@@ -98,6 +98,13 @@ func TestExpStudy(t *testing.T) {
 
 func expRows() map[string]assignFn {
 	return map[string]assignFn{
+		"assign": func(ts []Tenant, shards []int) map[string]int {
+			a, err := Assign(ts, shards, Options{})
+			if err != nil {
+				panic(err)
+			}
+			return a.Tenants
+		},
 		"scan-first":    scanAssign(nil, pickFirst, 10200),
 		"scan-reserve":  scanAssign(nil, pickReserve, 10200),
 		"class-first":   scanAssign(classOrder(log4p1), pickFirst, 10200),
