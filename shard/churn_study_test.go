@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"container/heap"
 	"flag"
 	"fmt"
@@ -103,7 +104,10 @@ func TestChurnStudy(t *testing.T) {
 // TestChurnSpread reports churn over 20 seeds other than the benchmark's,
 // and on the benchmark seed for every N from 8 to 64; then, per seed at
 // N=64, how much weight the churn itself changes, what the previous rule and
-// Assign move, and what a placement with memory would have to move.
+// Assign move, what Assign moves if the capacity is held at its value before
+// the change (the capacity follows the total weight, and a change of one
+// release of capacity moves tenants on every full shard), and what a
+// placement with memory would have to move.
 func TestChurnSpread(t *testing.T) {
 	if !*study {
 		t.Skip("run with -args -study")
@@ -122,7 +126,7 @@ func TestChurnSpread(t *testing.T) {
 	for _, r := range rows {
 		t.Log(spreadRow(r.name, r.f))
 	}
-	t.Log("| seed | churned weight % (left + arrived) | previous rule moves % | Assign moves % | placement with memory moves % |")
+	t.Log("| seed | churned weight % (left + arrived) | previous rule moves % | Assign moves % | Assign, capacity held % | placement with memory moves % |")
 	for s := uint64(0); s <= 20; s++ {
 		seed := s * 1000
 		ts := workload("lognormal", benchTenants, seed)
@@ -136,9 +140,16 @@ func TestChurnSpread(t *testing.T) {
 		pct := func(x int) float64 { return 100 * float64(x) / float64(total) }
 		a, b := assignWith(t, 1.02), Range(64)
 		before := a(ts, b)
-		t.Logf("| %d | %.2f | %.2f | %.2f | %.2f |", seed, pct(changedWeight(ts, next)),
+		// The load factor that keeps the capacity of the first snapshot for
+		// the second.
+		after, _ := totalWeight(next)
+		held := float64((capacity(total, 64, 10200)*640000+after-1)/after) / 10000
+		if capacity(after, 64, int(math.Round(held*10000))) != capacity(total, 64, 10200) {
+			t.Fatalf("seed %d: capacity not held", seed)
+		}
+		t.Logf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f |", seed, pct(changedWeight(ts, next)),
 			pct(movedWeight(prev(ts, b), prev(next, b), next)), pct(movedWeight(before, a(next, b), next)),
-			pct(stickyMoves(before, next, 64)))
+			pct(movedWeight(before, assignWith(t, held)(next, b), next)), pct(stickyMoves(before, next, 64)))
 	}
 }
 
