@@ -1,10 +1,10 @@
 package shard
 
 import (
-	"math"
 	"container/heap"
 	"flag"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"testing"
@@ -83,6 +83,7 @@ func TestChurnStudy(t *testing.T) {
 	studyRow(t, "exact weight, unclaimed room first", scanAssign(weightOrder, pickUnclaimed, 10200))
 	studyRow(t, "weight class, first shard with room", scanAssign(classOrder, pickFirst, 10200))
 	studyRow(t, "weight class, unclaimed room with a margin of cap/100 first", scanAssign(classOrder, pickMargin(100), 10200))
+	studyRow(t, "weighted-rendezvous order (key w/-ln u), unclaimed room first", scanAssign(rendezvousOrder, pickUnclaimed, 10200))
 	studyRow(t, "exact weight, roomiest of the next 2 choices", scanAssign(weightOrder, pickRoomiest(2), 10200))
 	studyRow(t, "exact weight, roomiest of the next 4 choices", scanAssign(weightOrder, pickRoomiest(4), 10200))
 	classes := []struct {
@@ -120,11 +121,21 @@ func TestChurnSpread(t *testing.T) {
 		{"previous rule: exact weight, first shard with room", prev},
 		{"exact weight, unclaimed room first", scanAssign(weightOrder, pickUnclaimed, 10200)},
 		{"weight class, first shard with room", scanAssign(classOrder, pickFirst, 10200)},
+		{"weighted-rendezvous order, unclaimed room first", scanAssign(rendezvousOrder, pickUnclaimed, 10200)},
 		{"Assign: weight class, unclaimed room first", assignWith(t, 1.02)},
 	}
 	t.Log("| variant | benchmark seed: N over 1% among 8..64, worst (N) | N=16: mean, median, worst over 20 seeds, seeds ≤ 1% | N=64: same |")
 	for _, r := range rows {
 		t.Log(spreadRow(r.name, r.f))
+	}
+	t.Log("| variant | dist | worst max/lowerbound over 20 seeds × N=8..64 (cases over 1.02) | 16→17 moved/optimal over 20 seeds: mean, worst |")
+	for _, r := range []struct {
+		name string
+		f    assignFn
+	}{rows[0], rows[len(rows)-1]} {
+		for _, dist := range []string{"lognormal", "zipf"} {
+			t.Log(targetsRow(r.name, dist, r.f))
+		}
 	}
 	t.Log("| seed | churned weight % (left + arrived) | previous rule moves % | Assign moves % | Assign, capacity held % | placement with memory moves % |")
 	for s := uint64(0); s <= 20; s++ {
@@ -151,6 +162,26 @@ func TestChurnSpread(t *testing.T) {
 			pct(movedWeight(prev(ts, b), prev(next, b), next)), pct(movedWeight(before, a(next, b), next)),
 			pct(movedWeight(before, assignWith(t, held)(next, b), next)), pct(stickyMoves(before, next, 64)))
 	}
+}
+
+// targetsRow checks the other targets over 20 seeds: balance for every N
+// from 8 to 64 and movement on 16→17.
+func targetsRow(name, dist string, f assignFn) string {
+	worst, over, sum, most := 0.0, 0, 0.0, 0.0
+	for s := uint64(1); s <= 20; s++ {
+		ts := workload(dist, benchTenants, s*1000)
+		total, _ := totalWeight(ts)
+		for n := 8; n <= 64; n++ {
+			mx, _, lower := measure(f(ts, Range(n)), ts, Range(n))
+			worst = max(worst, float64(mx)/lower)
+			if float64(mx)/lower > 1.02 {
+				over++
+			}
+		}
+		r := float64(movedWeight(f(ts, Range(16)), f(ts, Range(17)), ts)) / float64(total) * 17
+		sum, most = sum+r, max(most, r)
+	}
+	return fmt.Sprintf("| %s | %s | %.4f (%d) | %.3f, %.3f |", name, dist, worst, over, sum/20, most)
 }
 
 func spreadRow(name string, f assignFn) string {
@@ -303,6 +334,22 @@ func scanAssign(order func(a, b entry) int, pick pickFn, factor int) assignFn {
 func weightOrder(a, b entry) int {
 	if a.w != b.w {
 		return b.w - a.w
+	}
+	return compareEntries(a, b)
+}
+
+// rendezvousOrder places tenants by their weighted-rendezvous key
+// w/-ln(u), u uniform in (0, 1) from the hash, highest first: heavy tenants
+// early, but not strictly by weight.
+func rendezvousOrder(a, b entry) int {
+	key := func(e entry) float64 {
+		return -float64(e.w) / math.Log((float64(e.h>>11)+0.5)/(1<<53))
+	}
+	if ka, kb := key(a), key(b); ka != kb {
+		if ka > kb {
+			return -1
+		}
+		return 1
 	}
 	return compareEntries(a, b)
 }
