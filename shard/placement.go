@@ -33,9 +33,9 @@ type slot struct {
 
 // Placement is an assignment kept up to date under changes. After any
 // sequence of Set, Remove and Resize it equals Assign over the same snapshot,
-// but an update only replays the tenants that follow the changed one in
-// placement order, and stops as soon as the shard loads agree again with the
-// previous run. A Placement is not safe for concurrent use.
+// but an update reuses the ranking of every tenant and stops replaying
+// placement as soon as, past the changed tenant, the shard loads agree again
+// with the previous run. A Placement is not safe for concurrent use.
 type Placement struct {
 	factor  int
 	ids     []int
