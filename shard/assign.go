@@ -62,9 +62,13 @@ func (a Assignment) Lookup(id string) (int, bool) {
 // over weights:
 //
 //   - each tenant ranks the shards by score(xxhash64(tenant), shard);
-//   - tenants are placed heaviest first, ties broken by hash and then ID;
-//   - each takes the first shard in its ranking where load+weight stays within
-//     max(floor(c·W/N), ceil(W/N)), or the least-loaded shard if none does.
+//   - tenants are placed by weight class (about log4(w+1)) heaviest first,
+//     then by hash and then ID;
+//   - each takes its first choice if load+weight stays within the capacity
+//     max(floor(c·W/N), ceil(W/N)); else the first shard in its ranking with
+//     room for it beyond the weight of the tenants still to come that rank
+//     that shard first; else the first shard with room; else the least
+//     loaded.
 //
 // The result depends only on the set of tenants, the set of shard IDs and
 // the options, never on input order. Tenant IDs and shard IDs must be unique

@@ -137,11 +137,31 @@ func benchChange(b *testing.B, change func(dist string, ts []Tenant) []Tenant) {
 					moved := float64(movedWeight(before, after, next)) / float64(total)
 					mx, mean, _ := measure(after, next, shards)
 					b.ReportMetric(100*moved, "moved-%")
+					b.ReportMetric(100*float64(changedWeight(ts, next))/float64(total), "changed-%")
 					b.ReportMetric(float64(mx)/mean, "max/mean-after")
 				})
 			}
 		}
 	}
+}
+
+// changedWeight is the weight the change itself adds or removes, tenant by
+// tenant: that of tenants that left or arrived, and the difference for
+// those whose weight changed. moved-% counts none of it, only surviving
+// tenants that change shard; changed-% puts it in proportion.
+func changedWeight(before, after []Tenant) int {
+	w := map[string]int{}
+	for _, t := range before {
+		w[t.ID] -= t.Weight
+	}
+	for _, t := range after {
+		w[t.ID] += t.Weight
+	}
+	sum := 0
+	for _, d := range w {
+		sum += max(d, -d)
+	}
+	return sum
 }
 
 // benchIncremental times applying the difference between two snapshots to

@@ -7,9 +7,11 @@
 // # Assignment
 //
 // Assign is a pure function of a snapshot. Each tenant ranks the shards by
-// score(xxhash64(tenant), shard); tenants are placed heaviest first, and
-// each takes the first shard in its ranking whose load stays within the
-// capacity floor(c·W/N) (never below ceil(W/N)), with c = 1.02 by default.
+// score(xxhash64(tenant), shard); tenants are placed heaviest weight class
+// first, and each takes the first shard in its ranking whose load stays
+// within the capacity floor(c·W/N) (never below ceil(W/N)), with c = 1.02 by
+// default, preferring, when its first choice is full, room that no tenant
+// still to come claims as its first choice.
 // The result does not depend on input order, and the hash and tie-breaks are
 // frozen by a golden test.
 //

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math/bits"
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
@@ -40,12 +41,20 @@ func mix(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// compareEntries is the placement order: heaviest first, then by hash, then
-// by ID, so that the order never depends on input order.
+// weightClass is the coarse weight by which tenants are placed, about
+// log4(w+1): the classes are {0}, 1–6, 7–30, 31–126, 127–510 and so on.
+// Placing by class rather than by exact weight keeps heavy tenants ahead of
+// light ones, which the balance needs, while a change of weight by one
+// release rarely changes a tenant's place in the order.
+func weightClass(w int) int { return bits.Len(uint(w)+1) / 2 }
+
+// compareEntries is the placement order: the heavier weight class first,
+// then by hash, then by ID, so that the order never depends on input order.
 func compareEntries(a, b entry) int {
+	ca, cb := weightClass(a.w), weightClass(b.w)
 	switch {
-	case a.w != b.w:
-		if a.w > b.w {
+	case ca != cb:
+		if ca > cb {
 			return -1
 		}
 		return 1

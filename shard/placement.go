@@ -33,9 +33,9 @@ type slot struct {
 
 // Placement is an assignment kept up to date under changes. After any
 // sequence of Set, Remove and Resize it equals Assign over the same snapshot,
-// but an update only replays the tenants that follow the changed one in
-// placement order, and stops as soon as the shard loads agree again with the
-// previous run. A Placement is not safe for concurrent use.
+// but an update reuses the ranking of every tenant and stops replaying
+// placement as soon as, past the changed tenant, the shard loads agree again
+// with the previous run. A Placement is not safe for concurrent use.
 type Placement struct {
 	factor  int
 	ids     []int
@@ -50,6 +50,7 @@ type Placement struct {
 
 	newLoad []int
 	oldLoad []int
+	rem     []int   // first-choice weight not yet placed, per shard, during a replay
 	open    []int32 // scratch for replayAll
 }
 
@@ -121,8 +122,8 @@ func (p *Placement) setShards(ids []int) error {
 		p.seeds[i] = shardSeed(id)
 	}
 	n := len(ids)
-	loads := make([]int, 3*n) // one allocation for the three
-	p.load, p.newLoad, p.oldLoad = loads[:n:n], loads[n:2*n:2*n], loads[2*n:]
+	loads := make([]int, 4*n) // one allocation for the four
+	p.load, p.newLoad, p.oldLoad, p.rem = loads[:n:n], loads[n:2*n:2*n], loads[2*n:3*n:3*n], loads[3*n:]
 	p.open = make([]int32, 0, n)
 	p.cap = capacity(p.total, len(ids), p.factor)
 	if p.prefs != nil {
@@ -140,6 +141,19 @@ func (p *Placement) Lookup(id string) (int, bool) {
 		return -1, false
 	}
 	return p.ids[s.at], true
+}
+
+// heaviest returns the largest weight. Tenants are in placement order, so it
+// is in the leading weight class.
+func (p *Placement) heaviest() int {
+	w := 0
+	for _, e := range p.entries {
+		if weightClass(e.w) != weightClass(p.entries[0].w) {
+			break
+		}
+		w = max(w, e.w)
+	}
+	return w
 }
 
 // Len returns the number of tenants.
@@ -177,13 +191,23 @@ func (p *Placement) Resize(shards []int) ([]Move, error) {
 	return moves, nil
 }
 
-// place returns the shard index for a tenant given the loads so far: the
-// first shard in the tenant's ranking with room, else the least loaded,
-// ties going to the better-ranked shard.
+// place returns the shard index for a tenant given the loads so far and
+// rem, the weight of the tenants not yet placed whose first choice each
+// shard is (e's own excluded):
+//
+//  1. its first choice, if it has room;
+//  2. else the first shard in its ranking with room for e on top of rem: room
+//     that no later tenant will claim as its first choice;
+//  3. else the first shard in its ranking with room;
+//  4. else the least loaded, ties going to the better-ranked shard.
+//
+// Rule 2 keeps a tenant that spills from filling a shard whose own tenants
+// would then spill in turn: without it, a change on one shard cascades
+// through the many full ones.
 //
 // open, if not nil, holds every shard index that may still have room for
 // e; the others are not scored.
-func (p *Placement) place(e *entry, load []int, open []int32) int32 {
+func (p *Placement) place(e *entry, load, rem []int, open []int32) int32 {
 	w := e.w
 	if load[e.top]+w <= p.cap {
 		return e.top
@@ -197,35 +221,43 @@ func (p *Placement) place(e *entry, load []int, open []int32) int32 {
 			p.prefs[e.id] = pref
 		}
 		for _, i := range pref[1:] {
-			if load[i]+w <= p.cap {
+			if load[i]+rem[i]+w <= p.cap {
 				return i
 			}
 		}
 	}
-	// The first shard with room in ranking order is the one with the highest
-	// key among those with room, so one pass finds it without sorting. Late
-	// in placement most shards are full, so only those with room are scored.
+	// The first shard in ranking order that meets a rule is the one with the
+	// highest key among those that do, so one pass finds it without sorting
+	// and serves rules 2 and 3 at once. Late in placement most shards are
+	// full, so only those with room are scored.
 	m := p.mask
-	var fit uint64
-	fits := false
-	if open != nil {
-		for _, i := range open {
-			if load[i]+w <= p.cap {
-				if k := rankKey(score(e.h, p.seeds[i]), int(i), m); !fits || k > fit {
-					fit, fits = k, true
-				}
-			}
+	var free, fit uint64
+	frees, fits := false, false
+	try := func(i int) {
+		if load[i]+w > p.cap {
+			return
 		}
-	} else {
-		for i, seed := range p.seeds {
-			if load[i]+w <= p.cap {
-				if k := rankKey(score(e.h, seed), i, m); !fits || k > fit {
-					fit, fits = k, true
-				}
-			}
+		k := rankKey(score(e.h, p.seeds[i]), i, m)
+		if !fits || k > fit {
+			fit, fits = k, true
+		}
+		if load[i]+rem[i]+w <= p.cap && (!frees || k > free) {
+			free, frees = k, true
 		}
 	}
-	if fits {
+	if open != nil {
+		for _, i := range open {
+			try(int(i))
+		}
+	} else {
+		for i := range p.seeds {
+			try(i)
+		}
+	}
+	switch {
+	case frees:
+		return keyIndex(free, m)
+	case fits:
 		return keyIndex(fit, m)
 	}
 	// No room anywhere (a tenant heavier than the room left): the least
@@ -288,14 +320,22 @@ func (p *Placement) ranking(h uint64) []int32 {
 	return idx
 }
 
-// sortKey is a tenant's placement order key, ascending: the complement of
-// the weight in the top bits, so that heavier sorts first, then the top bits
-// of the hash. Tenants whose keys are equal are ordered by the full hash and
-// ID afterwards.
+// sortKey is a tenant's placement order key, ascending, in its low keyBits
+// bits: the complement of the weight class in the top classBits of them, so
+// that the heavier class sorts first, then the top bits of the hash. Tenants
+// whose keys are equal (one chance in 5,000 for 10,000 tenants) are ordered by
+// the full hash and ID afterwards.
 type sortKey struct {
 	k   uint64
 	idx int32
 }
+
+const (
+	// classBits holds any weightClass: at most bits.Len(MaxUint64)/2 = 32.
+	classBits = 6
+	// keyBits is four radix passes.
+	keyBits = 4 * radixBits
+)
 
 // sortScratch holds the buffers of one sort, reused across calls to Assign
 // to spare the garbage collector about a megabyte per call.
@@ -315,26 +355,20 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// radixBits is the digit size of the radix sort: six passes over 64 bits.
+// radixBits is the digit size of the radix sort.
 const radixBits = 11
 
 // sortedEntries returns the tenants as entries in placement order, that of
-// compareEntries. It radix sorts one 64-bit key per tenant, the weight in
-// as few top bits as the heaviest needs and the hash in the rest, then
-// orders the rare equal keys by full hash and ID. For 10,000 tenants this is
-// several times faster than a comparison sort, which was a large part of a
-// full recompute. Weights too large to leave 40 bits of hash fall back to a
-// comparison sort. With a scratch, the result lives in scratch.entries.
+// compareEntries. It radix sorts one key per tenant, the weight class in the
+// top bits and the top of the hash in the rest, then orders the rare equal
+// keys by full hash and ID. For 10,000 tenants this is several times faster
+// than a comparison sort, which was a large part of a full recompute. With a
+// scratch, the result lives in scratch.entries.
 func sortedEntries(tenants []Tenant, scratch *sortScratch) []entry {
 	sc := scratch
 	if sc == nil {
 		sc = &sortScratch{}
 	}
-	heaviest := 0
-	for _, t := range tenants {
-		heaviest = max(heaviest, t.Weight)
-	}
-	wbits := bits.Len(uint(heaviest))
 	var es []entry
 	if scratch != nil {
 		es = grow(scratch.entries, len(tenants))
@@ -342,14 +376,7 @@ func sortedEntries(tenants []Tenant, scratch *sortScratch) []entry {
 	} else {
 		es = make([]entry, len(tenants))
 	}
-	if wbits > 24 {
-		for i, t := range tenants {
-			es[i] = entry{id: t.ID, h: tenantHash(t.ID), w: t.Weight, at: -1}
-		}
-		slices.SortFunc(es, compareEntries)
-		return es
-	}
-	wmax := uint64(1)<<wbits - 1
+	const top = 1<<classBits - 1
 	keys := grow(sc.keys, len(tenants))
 	buf := grow(sc.buf, len(tenants))
 	hashes := grow(sc.hashes, len(tenants))
@@ -357,10 +384,10 @@ func sortedEntries(tenants []Tenant, scratch *sortScratch) []entry {
 	for i, t := range tenants {
 		h := tenantHash(t.ID)
 		hashes[i] = h
-		keys[i] = sortKey{(wmax-uint64(t.Weight))<<(64-wbits) | h>>wbits, int32(i)}
+		keys[i] = sortKey{uint64(top-weightClass(t.Weight))<<(keyBits-classBits) | h>>(64-keyBits+classBits), int32(i)}
 	}
 	var count [1 << radixBits]int32
-	for shift := uint(0); shift < 64; shift += radixBits {
+	for shift := uint(0); shift < keyBits; shift += radixBits {
 		clear(count[:])
 		for i := range keys {
 			count[keys[i].k>>shift&(1<<radixBits-1)]++

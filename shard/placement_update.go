@@ -36,10 +36,9 @@ func (p *Placement) Set(t Tenant) ([]Move, error) {
 	p.entries = slices.Insert(p.entries, b, e)
 	p.total += t.Weight
 	p.tenants[t.ID] = slot{w: t.Weight, at: e.at}
-	c.idx = b
-	c.lo, c.hi = b, b
+	c.idx, c.hi = b, b
 	if present {
-		c.lo, c.hi = min(a, b), max(a, b)
+		c.hi = max(a, b)
 	}
 	var moves []Move
 	p.update(c, &moves)
@@ -59,7 +58,7 @@ func (p *Placement) Remove(id string) []Move {
 	delete(p.prefs, id)
 	p.total -= old.w
 	moves := []Move{{Tenant: id, Weight: old.w, From: p.ids[old.at], To: -1}}
-	p.update(change{lo: a, hi: a - 1, idx: -1, oldW: old.w, oldAt: old.at}, &moves)
+	p.update(change{hi: a - 1, idx: -1, oldW: old.w, oldAt: old.at}, &moves)
 	return moves
 }
 
@@ -72,21 +71,24 @@ func (p *Placement) index(e entry) int {
 	return i
 }
 
-// change describes one edit of p.entries for update. Entries [lo, hi] of the
-// new order hold the same tenants as entries [lo, hi] of the old order except
-// for the changed one; entries before lo are untouched and the entries after
-// hi are the same sequence in both orders.
+// change describes one edit of p.entries for update. Entries [0, hi] of the
+// new order hold the same tenants as entries [0, hi] of the old order except
+// for the changed one, and the entries after hi are the same sequence in
+// both orders.
 type change struct {
-	lo, hi int
-	idx    int   // index of the changed tenant in the new order, -1 if removed
-	oldW   int   // its weight before the change, 0 if new
-	oldAt  int32 // its shard index before the change, -1 if new
+	hi    int
+	idx   int   // index of the changed tenant in the new order, -1 if removed
+	oldW  int   // its weight before the change, 0 if new
+	oldAt int32 // its shard index before the change, -1 if new
 }
 
 // update replays placement after a change. Placement is a left-to-right scan
-// in which each decision depends only on the loads so far, so the prefix
-// before lo is unchanged, and once the loads of the new run equal the loads
-// the old run had at the same tenant, the rest of the old run is reused.
+// in which each decision depends on the loads so far and on the first-choice
+// weight still to come, which the change alters for every earlier tenant, so
+// the replay starts at the first tenant. Once it is past the changed entries
+// and the loads of the new run equal the loads the old run had at the same
+// tenant, the rest of the old run is reused: from there both runs see the
+// same tenants, loads and weight to come.
 func (p *Placement) update(c change, moves *[]Move) {
 	if cp := capacity(p.total, len(p.ids), p.factor); cp != p.cap {
 		// A new bound changes every decision: replay all, with no early stop.
@@ -96,11 +98,9 @@ func (p *Placement) update(c change, moves *[]Move) {
 	}
 	nl, ol := p.newLoad, p.oldLoad
 	clear(nl)
-	for _, e := range p.entries[:c.lo] {
-		nl[e.at] += e.w
-	}
-	copy(ol, nl)
-	for i := c.lo; i <= c.hi; i++ {
+	clear(ol)
+	rem := p.firstChoiceWeight()
+	for i := 0; i <= c.hi; i++ {
 		if i != c.idx {
 			ol[p.entries[i].at] += p.entries[i].w
 		}
@@ -108,8 +108,10 @@ func (p *Placement) update(c change, moves *[]Move) {
 	if c.oldAt >= 0 {
 		ol[c.oldAt] += c.oldW
 	}
-	for i := c.lo; i <= c.hi; i++ {
-		nl[p.replace(i, nl, moves)] += p.entries[i].w
+	for i := 0; i <= c.hi; i++ {
+		e := &p.entries[i]
+		rem[e.top] -= e.w
+		nl[p.replace(i, nl, rem, moves)] += e.w
 	}
 	diff := 0
 	for i := range nl {
@@ -119,12 +121,24 @@ func (p *Placement) update(c change, moves *[]Move) {
 	}
 	for i := c.hi + 1; i < len(p.entries) && diff > 0; i++ {
 		e := &p.entries[i]
+		rem[e.top] -= e.w
 		diff += add(ol, nl, int(e.at), e.w)
-		diff += add(nl, ol, int(p.replace(i, nl, moves)), e.w)
+		diff += add(nl, ol, int(p.replace(i, nl, rem, moves)), e.w)
 	}
 	for i := range p.load {
 		p.load[i] += nl[i] - ol[i]
 	}
+}
+
+// firstChoiceWeight fills p.rem with the total weight of the tenants whose
+// first choice each shard is, and returns it.
+func (p *Placement) firstChoiceWeight() []int {
+	rem := p.rem
+	clear(rem)
+	for i := range p.entries {
+		rem[p.entries[i].top] += p.entries[i].w
+	}
+	return rem
 }
 
 // add adds w to v[i] and returns the change in the number of indexes where
@@ -143,9 +157,9 @@ func add(v, other []int, i, w int) int {
 
 // replace places entry i against load, records a move if its shard changed,
 // and returns the new shard index. The caller adds the weight to load.
-func (p *Placement) replace(i int, load []int, moves *[]Move) int32 {
+func (p *Placement) replace(i int, load, rem []int, moves *[]Move) int32 {
 	e := &p.entries[i]
-	at := p.place(e, load, nil)
+	at := p.place(e, load, rem, nil)
 	if at == e.at {
 		return at
 	}
@@ -166,22 +180,26 @@ func (p *Placement) replace(i int, load []int, moves *[]Move) int32 {
 // replayAll places every tenant from scratch. oldIDs maps the stored shard
 // indexes to IDs for move records; nil skips the records.
 //
-// Loads only grow during the replay and weights only shrink, so a shard
-// without room for the lightest tenant stays full: it leaves the list of
-// open shards that place scores for the tenants that spill.
+// Loads only grow during the replay, so a shard without room for the
+// lightest tenant stays full: it leaves the list of open shards that place
+// scores for the tenants that spill.
 func (p *Placement) replayAll(oldIDs []int, moves *[]Move) {
 	clear(p.load)
 	open := p.open[:0]
 	for i := range p.ids {
 		open = append(open, int32(i))
 	}
+	rem := p.firstChoiceWeight()
 	lightest := 0
-	if len(p.entries) > 0 {
-		lightest = p.entries[len(p.entries)-1].w
+	for i := range p.entries {
+		if w := p.entries[i].w; i == 0 || w < lightest {
+			lightest = w
+		}
 	}
 	for i := range p.entries {
 		e := &p.entries[i]
-		at := p.place(e, p.load, open)
+		rem[e.top] -= e.w
+		at := p.place(e, p.load, rem, open)
 		p.load[at] += e.w
 		if p.load[at]+lightest > p.cap {
 			if j := slices.Index(open, at); j >= 0 {

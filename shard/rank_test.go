@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -41,15 +42,14 @@ func TestRankMatchesScores(t *testing.T) {
 }
 
 // TestSortedEntriesOrder checks the radix sort against compareEntries,
-// including zero weights, equal weights and weights too large for the
-// packed key.
+// including zero weights, equal weights and the largest weight classes.
 func TestSortedEntriesOrder(t *testing.T) {
 	inputs := [][]Tenant{
 		nil,
 		{{"a", 0}, {"b", 0}, {"c", 0}},
 		workload("lognormal", 3000, 1),
 		workload("zipf", 3000, 2),
-		append(workload("lognormal", 500, 3), Tenant{"huge", 1 << 40}, Tenant{"big", 1 << 24}),
+		append(workload("lognormal", 500, 3), Tenant{"huge", 1 << 40}, Tenant{"big", 1 << 24}, Tenant{"max", math.MaxInt}),
 		append(workload("lognormal", 500, 4), Tenant{"edge", 1<<24 - 1}),
 	}
 	for i, ts := range inputs {

@@ -128,10 +128,7 @@ func (s *sched) autoResize() {
 	if !s.auto {
 		return
 	}
-	total, heaviest := s.place.total, 0
-	if len(s.place.entries) > 0 {
-		heaviest = s.place.entries[0].w
-	}
+	total, heaviest := s.place.total, s.place.heaviest()
 	cur := len(s.place.ids)
 	if n := Count(cur, total, heaviest, s.o.Auto); n != cur {
 		s.resize(n) // cannot fail: n ≥ 1 distinct IDs
