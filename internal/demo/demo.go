@@ -99,6 +99,8 @@ type Result struct {
 	// user+system CPU time, both read when every unit had settled.
 	PeakRSS int64
 	CPU     time.Duration
+	// Requests are cozy-aio's API requests by HTTP method at that moment.
+	Requests map[string]int
 	// Checks are the properties verified at the end; a failed one is an
 	// error.
 	Checks []Check
@@ -340,6 +342,7 @@ func (h *harness) watch(ctx context.Context) error {
 		if settledPolls == 1 {
 			h.res.AllSettled = time.Now()
 			h.res.PeakRSS, h.res.CPU = procUsage(h.cozy.Process.Pid)
+			h.res.Requests = h.requests()
 		}
 		if settledPolls >= 2 {
 			return nil
@@ -429,6 +432,33 @@ func (h *harness) scrape() (string, []ShardLoad) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return phase, out
+}
+
+// requests reads cozy-aio's API requests so far by HTTP method, from
+// client-go's rest_client_requests_total.
+func (h *harness) requests() map[string]int {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get("http://" + h.health + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `method="`)
+		method, rest, _ := strings.Cut(rest, `"`)
+		_, v, _ := strings.Cut(rest, "} ")
+		if n, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			out[method] += int(n)
+		}
+	}
+	return out
 }
 
 // parseSample reads `name{label="value"} number`, the shape of the few

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -239,6 +240,16 @@ func (h *harness) summary() {
 			fmt.Fprintf(out, ", %.1fs from the network being ready", r.AllSettled.Sub(r.NetworkReady).Seconds())
 		}
 		fmt.Fprintf(out, "; peak RSS %.0f MB; CPU %.1fs\n", float64(r.PeakRSS)/(1<<20), r.CPU.Seconds())
+		if len(r.Requests) > 0 {
+			var total int
+			var methods []string
+			for m, n := range r.Requests {
+				total += n
+				methods = append(methods, fmt.Sprintf("%s %d", m, n))
+			}
+			sort.Strings(methods)
+			fmt.Fprintf(out, "cozy-aio API requests: %d (%.1f per HelmRelease): %s\n", total, float64(total)/float64(h.expectedReleases()), strings.Join(methods, ", "))
+		}
 	}
 	for _, c := range r.Checks {
 		mark := "ok  "
