@@ -18,7 +18,7 @@ import (
 // makes many small releases cheap.
 type restGetter struct {
 	cfg       *rest.Config
-	discovery discovery.CachedDiscoveryInterface
+	discovery *sharedDiscovery
 	mapper    meta.ResettableRESTMapper
 }
 
@@ -32,8 +32,10 @@ func newRESTGetter(cfg *rest.Config) (*restGetter, error) {
 	cached := memory.NewMemCacheClient(dc)
 	return &restGetter{
 		cfg:       cfg,
-		discovery: cached,
-		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		discovery: &sharedDiscovery{CachedDiscoveryInterface: cached},
+		// The mapper invalidates the real cache when it is reset (after
+		// CRDs are installed), not the rate-limited view Helm's actions get.
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(cached),
 	}, nil
 }
 

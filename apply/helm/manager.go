@@ -162,12 +162,12 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	kc.SetLogger(h)
 	d := driver.NewSecrets(c.cs.CoreV1().Secrets(rel.storageNamespace()))
 	d.SetLogger(h)
-	store := storage.Init(&stampDriver{Driver: d, holder: m.opts.Holder})
+	store := storage.Init(newMemoDriver(&stampDriver{Driver: d, holder: m.opts.Holder}))
 	store.MaxHistory = maxHistory
 	store.SetLogger(h)
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(h))
 	cfg.RESTClientGetter = c.getter
-	cfg.KubeClient = kc
+	cfg.KubeClient = kubeClient{Client: kc, discovery: c.getter.discovery}
 	cfg.Releases = store
 	cfg.HookOutputFunc = func(_, _, _ string) io.Writer { return io.Discard }
 	return &session{m: m, rel: rel, ctx: ctx, cfg: cfg, kc: kc, c: c}, nil

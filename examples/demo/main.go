@@ -31,6 +31,7 @@ func main() {
 	flag.BoolVar(&o.Break, "break", os.Getenv("DEMO_BREAK") == "1", "give one tenant a broken chart (DEMO_BREAK=1)")
 	flag.BoolVar(&o.Scale, "scale", os.Getenv("DEMO_SCALE") == "1", "the scale benchmark's shape (DEMO_SCALE=1)")
 	flag.IntVar(&o.Nodes, "nodes", 3, "simulated nodes")
+	flag.BoolVar(&o.Audit, "audit", false, "write the API server's audit log to the logs directory")
 	flag.IntVar(&o.Shards, "shards", 4, "Helm shards")
 	flag.IntVar(&o.ShardWorkers, "shard-workers", 4, "Helm workers per shard")
 	flag.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "how long to wait for every unit to settle")

@@ -50,6 +50,9 @@ type Options struct {
 	// Scale runs the scale benchmark's shape instead: a plain API server
 	// and etcd, no simulated nodes, and charts of three ConfigMaps.
 	Scale bool
+	// Audit writes the API server's audit log (metadata of every request)
+	// to logs/audit.log, to see which requests cozy-aio makes.
+	Audit bool
 }
 
 func (o Options) withDefaults() Options {
@@ -184,7 +187,7 @@ func (h *harness) setup(ctx context.Context) error {
 	var kubeconfig string
 	if h.opts.Scale {
 		h.say("starting kube-apiserver and etcd (the scale shape needs no nodes)")
-		if h.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), LogDir: h.logs, StartTimeout: 2 * time.Minute}); err != nil {
+		if h.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), LogDir: h.logs, StartTimeout: 2 * time.Minute, APIServerArgs: h.auditArgs()}); err != nil {
 			return err
 		}
 		kc, err := h.cp.Kubeconfig("cozy-aio", "system:masters")
@@ -216,7 +219,7 @@ func (h *harness) setup(ctx context.Context) error {
 		h.say("starting the simulated cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok; %d nodes without a network", h.opts.Nodes)
 		h.cluster, err = testenv.StartCluster(ctx, testenv.ClusterOptions{
 			Nodes: h.opts.Nodes, LogDir: h.logs,
-			ControlPlane: testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), StartTimeout: 2 * time.Minute},
+			ControlPlane: testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), StartTimeout: 2 * time.Minute, APIServerArgs: h.auditArgs()},
 		})
 		if err != nil {
 			return err
@@ -235,6 +238,16 @@ func (h *harness) setup(ctx context.Context) error {
 	h.res.ClusterUp = time.Now()
 	h.say("cluster up; logs in %s", h.logs)
 	return h.startCozy(kubeconfig)
+}
+
+// auditArgs are the API server flags of Options.Audit.
+func (h *harness) auditArgs() map[string]string {
+	if !h.opts.Audit {
+		return nil
+	}
+	policy := filepath.Join(h.logs, "audit-policy.yaml")
+	_ = os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o644)
+	return map[string]string{"audit-policy-file": policy, "audit-log-path": filepath.Join(h.logs, "audit.log")}
 }
 
 // startCozy runs cozy-aio as on a node: host network, a bootstrap
