@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -227,6 +228,11 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 		w.Write([]byte(msg))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(e.registry, promhttp.HandlerOpts{}))
+	if e.opts.Profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	ln, err := net.Listen("tcp", e.opts.HealthAddr)
 	if err != nil {
 		return fmt.Errorf("health server on %s: %w", e.opts.HealthAddr, err)

@@ -73,6 +73,9 @@ type Options struct {
 	// DefaultInterval is used for objects whose interval is zero.
 	// Default: 10m.
 	DefaultInterval time.Duration
+	// Profiling serves Go's pprof profiles under /debug/pprof/ on
+	// HealthAddr. Default: false.
+	Profiling bool
 	// KubeAPIQPS and KubeAPIBurst are the client-side rate limit used when
 	// the rest.Config passed to New sets none (QPS 0). client-go's own
 	// default, 5 requests per second, would hold a thousand Helm releases

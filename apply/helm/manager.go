@@ -15,7 +15,6 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/storage"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -160,8 +159,7 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	kc := kube.New(c.getter)
 	kc.Namespace = rel.namespace()
 	kc.SetLogger(h)
-	d := driver.NewSecrets(c.cs.CoreV1().Secrets(rel.storageNamespace()))
-	d.SetLogger(h)
+	d := &releaseSecrets{impl: c.cs.CoreV1().Secrets(rel.storageNamespace())}
 	store := storage.Init(newMemoDriver(&stampDriver{Driver: d, holder: m.opts.Holder}))
 	store.MaxHistory = maxHistory
 	store.SetLogger(h)

@@ -93,6 +93,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.BoolVar(&o.Engine.Restricted, "restricted", false, "no cross-namespace references, no remote bases, default service account for tenants")
 	fs.StringVar(&o.Engine.DefaultServiceAccount, "default-service-account", "default", "service account for tenants in restricted mode")
 	fs.BoolVar(&o.Engine.AllowRemoteBases, "allow-remote-bases", false, "let kustomizations use remote bases")
+	fs.BoolVar(&o.Engine.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --health-addr")
 	fs.StringVar(&o.Engine.HolderID, "holder-id", "", "identity recorded on Helm releases (default: host name)")
 	fs.StringVar(&f.logFmt, "log-format", "json", "json or text")
 	fs.StringVar(&f.logLvl, "log-level", "info", "debug, info or error")

@@ -269,7 +269,7 @@ func (h *harness) startCozy(kubeconfig string) error {
 		"--data-dir=" + filepath.Join(h.opts.WorkDir, "data"),
 		"--health-addr=" + h.health, "--artifact-addr=127.0.0.1:0",
 		"--shards=" + strconv.Itoa(h.opts.Shards), "--shard-workers=" + strconv.Itoa(h.opts.ShardWorkers),
-		"--holder-id=demo", "--log-format=json",
+		"--holder-id=demo", "--log-format=json", "--profiling",
 	}
 	if h.opts.Scale {
 		args = append(args, "--network-phase=false")
