@@ -31,10 +31,15 @@ testbin:
 testbin-cluster:
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) hack/testbin.sh cluster >/dev/null
 
-## build: the cozy-aio binary into bin/.
+# The shipped binary is static and leaves out kustomize's Go plugin loader:
+# importing Go's plugin package makes the binary export every symbol for
+# dynamic loading, which cost 17 MB of file and 30 MB of resident memory.
+BUILD_TAGS ?= kustomize_disable_go_plugin_support
+
+## build: the cozy-aio binary into bin/ (static, as shipped).
 build:
 	@echo "building bin/cozy-aio..."
-	@$(GO) build -o bin/cozy-aio ./cmd/cozy-aio
+	@CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -o bin/cozy-aio ./cmd/cozy-aio
 
 ## demo: the main job on a simulated fresh cluster (DEMO_TENANTS, DEMO_RELEASES, DEMO_BREAK=1).
 demo: testbin-cluster build

@@ -17,6 +17,7 @@ import (
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -92,6 +93,10 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		Logger:                 opts.Logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// Secrets and ConfigMaps are read when referenced, not cached: a
+		// cluster-wide informer would hold every Secret in memory and
+		// receive every Helm release revision written (as Flux does).
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
