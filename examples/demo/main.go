@@ -20,6 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/cozystack/cozy-aio/internal/demo"
 )
 
@@ -41,6 +44,7 @@ func main() {
 	// The in-process Git server logs every request through the standard
 	// logger; the demo prints its own progress instead.
 	log.SetOutput(io.Discard)
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	_, err := demo.Run(ctx, o)

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
@@ -167,10 +168,15 @@ type harness struct {
 	cluster *testenv.Cluster
 	cp      *testenv.ControlPlane
 	c       client.Client
-	cozy    *exec.Cmd
-	exited  chan error
-	health  string
-	logs    string
+	// units reads the Flux objects from watches, so that the progress
+	// display costs the API server one event per change rather than a
+	// full list of every object every interval.
+	units     cache.Cache
+	stopUnits context.CancelFunc
+	cozy      *exec.Cmd
+	exited    chan error
+	health    string
+	logs      string
 }
 
 func (h *harness) setup(ctx context.Context) error {
@@ -237,6 +243,16 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 	h.res.ClusterUp = time.Now()
 	h.say("cluster up; logs in %s", h.logs)
+	cfg := h.cp
+	if h.cluster != nil {
+		cfg = h.cluster.ControlPlane
+	}
+	if h.units, err = cache.New(cfg.Config, cache.Options{Scheme: engine.NewScheme()}); err != nil {
+		return err
+	}
+	uctx, cancel := context.WithCancel(context.Background())
+	h.stopUnits = cancel
+	go func() { _ = h.units.Start(uctx) }()
 	return h.startCozy(kubeconfig)
 }
 
@@ -327,7 +343,7 @@ func (h *harness) watch(ctx context.Context) error {
 			h.exited = nil
 			return fmt.Errorf("cozy-aio exited early (%v); its log: %s", err, filepath.Join(h.logs, "cozy-aio.log"))
 		case <-deadline:
-			units, _ := listUnits(ctx, h.c)
+			units, _ := listUnits(ctx, h.units)
 			h.res.Units = units
 			var waiting []string
 			for _, u := range units {
@@ -341,7 +357,7 @@ func (h *harness) watch(ctx context.Context) error {
 			return fmt.Errorf("not settled after %s; still waiting: %s", h.opts.Timeout, strings.Join(waiting, "; "))
 		case <-tick.C:
 		}
-		units, err := listUnits(ctx, h.c)
+		units, err := h.listUnits(ctx)
 		if err != nil {
 			continue
 		}
@@ -361,6 +377,14 @@ func (h *harness) watch(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// listUnits reads every unit from the watches, giving up on a kind whose
+// CRD is not installed yet (cozy-aio installs them when it starts).
+func (h *harness) listUnits(ctx context.Context) ([]Unit, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return listUnits(ctx, h.units)
 }
 
 func (h *harness) settled(units []Unit) bool {
@@ -496,6 +520,9 @@ func parseSample(line string) (name, label string, value float64, ok bool) {
 }
 
 func (h *harness) teardown() {
+	if h.stopUnits != nil {
+		h.stopUnits()
+	}
 	if h.cozy != nil && h.cozy.Process != nil && h.exited != nil {
 		_ = syscall.Kill(h.cozy.Process.Pid, syscall.SIGTERM)
 		select {

@@ -12,11 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/cozystack/cozy-aio/internal/demo"
 )
 
 // The in-process Git server logs each request through the standard logger.
-func init() { log.SetOutput(io.Discard) }
+func init() {
+	log.SetOutput(io.Discard)
+	ctrllog.SetLogger(logr.Discard())
+}
 
 // buildCozy builds the real cozy-aio binary once for the package.
 func buildCozy(t *testing.T) string {

@@ -61,7 +61,7 @@ var inProgress = map[string]bool{
 }
 
 // listUnits reads every unit of every kind.
-func listUnits(ctx context.Context, c client.Client) ([]Unit, error) {
+func listUnits(ctx context.Context, c client.Reader) ([]Unit, error) {
 	var out []Unit
 	for _, kind := range Kinds {
 		list := newList(kind)
