@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // This file keeps a release's Helm action to the API requests it needs.
@@ -75,6 +78,12 @@ func (d *sharedDiscovery) ServerVersion() (*version.Info, error) {
 type kubeClient struct {
 	*kube.Client
 	discovery *sharedDiscovery
+	// ctx and health, when set, serve Wait with cozy-aio's event-driven
+	// kstatus waiter: it computes each object's status from the object
+	// alone, where kstatus's Deployment reader also lists the ReplicaSets
+	// and Pods on every event (nine requests per release in the demo).
+	ctx    context.Context
+	health *health.Waiter
 }
 
 var _ kube.InterfaceWaitOptions = kubeClient{}
@@ -91,7 +100,7 @@ func (k kubeClient) GetWaiter(ws kube.WaitStrategy) (kube.Waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readyWhenApplied{w}, nil
+	return k.wrap(ws, w), nil
 }
 
 func (k kubeClient) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {
@@ -99,7 +108,15 @@ func (k kubeClient) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.Wait
 	if err != nil {
 		return nil, err
 	}
-	return readyWhenApplied{w}, nil
+	return k.wrap(ws, w), nil
+}
+
+func (k kubeClient) wrap(ws kube.WaitStrategy, w kube.Waiter) kube.Waiter {
+	r := readyWhenApplied{Waiter: w}
+	if ws == kube.StatusWatcherStrategy && k.health != nil {
+		r.ctx, r.health = k.ctx, k.health
+	}
+	return r
 }
 
 // readyWhenApplied waits only for the objects whose readiness kstatus
@@ -107,14 +124,55 @@ func (k kubeClient) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.Wait
 // ClusterIP Service…) are Current the moment they exist, which the apply
 // that precedes the wait has just shown. Deletion and hook waits are
 // unchanged.
-type readyWhenApplied struct{ kube.Waiter }
+type readyWhenApplied struct {
+	kube.Waiter
+	ctx    context.Context
+	health *health.Waiter
+}
 
 func (w readyWhenApplied) Wait(rl kube.ResourceList, timeout time.Duration) error {
 	rest := needsWait(rl)
 	if len(rest) == 0 {
 		return nil
 	}
-	return w.Waiter.Wait(rest, timeout)
+	if w.health == nil {
+		return w.Waiter.Wait(rest, timeout)
+	}
+	var refs []health.ObjectRef
+	for _, info := range rest {
+		if info == nil || info.Object == nil {
+			continue
+		}
+		u, ok := info.Object.(*unstructured.Unstructured)
+		if !ok {
+			return w.Waiter.Wait(rest, timeout)
+		}
+		// As Helm's waiter: a paused Deployment is not waited for.
+		if paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused"); paused && u.GetKind() == "Deployment" {
+			continue
+		}
+		ref := health.RefOf(u)
+		if ref.Namespace == "" {
+			ref.Namespace = info.Namespace
+		}
+		refs = append(refs, ref)
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	if timeout <= 0 {
+		timeout = kube.DefaultStatusWatcherTimeout
+	}
+	report, err := w.health.Wait(w.ctx, refs, health.WaitOptions{Timeout: timeout})
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	for _, o := range report.NotReady() {
+		errs = append(errs, fmt.Errorf("resource %s/%s/%s not ready. status: %s, message: %s",
+			o.Object.Kind, o.Object.Namespace, o.Object.Name, o.Status, o.Message))
+	}
+	return errors.Join(append(errs, err)...)
 }
 
 func (w readyWhenApplied) WaitWithJobs(rl kube.ResourceList, timeout time.Duration) error {

@@ -17,6 +17,8 @@ import (
 	"helm.sh/helm/v4/pkg/storage"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // Holder identifies a process that acts on releases. It is recorded on
@@ -78,6 +80,7 @@ type Manager struct {
 	mu      sync.Mutex
 	clients map[string]*clients // by impersonated user
 	charts  chartCache
+	health  *health.Waiter
 }
 
 type clients struct {
@@ -104,12 +107,17 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	hw, err := health.NewWaiter(cfg, health.WaiterOptions{})
+	if err != nil {
+		return nil, err
+	}
 	return &Manager{
 		cfg:     rest.CopyConfig(cfg),
 		opts:    opts,
 		log:     log,
 		clients: map[string]*clients{},
 		charts:  chartCache{max: 64},
+		health:  hw,
 	}, nil
 }
 
@@ -165,7 +173,7 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	store.SetLogger(h)
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(h))
 	cfg.RESTClientGetter = c.getter
-	cfg.KubeClient = kubeClient{Client: kc, discovery: c.getter.discovery}
+	cfg.KubeClient = kubeClient{Client: kc, discovery: c.getter.discovery, ctx: ctx, health: m.health}
 	cfg.Releases = store
 	cfg.HookOutputFunc = func(_, _, _ string) io.Writer { return io.Discard }
 	return &session{m: m, rel: rel, ctx: ctx, cfg: cfg, kc: kc, c: c}, nil
