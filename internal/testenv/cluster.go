@@ -329,8 +329,8 @@ func stopProcess(cmd *exec.Cmd, grace time.Duration) error {
 	return nil
 }
 
-func waitUntil(ctx context.Context, timeout time.Duration, cond func() (bool, error), what string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func waitUntil(parent context.Context, timeout time.Duration, cond func() (bool, error), what string) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -344,6 +344,9 @@ func waitUntil(ctx context.Context, timeout time.Duration, cond func() (bool, er
 		}
 		select {
 		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return fmt.Errorf("stopped while waiting for %s: %w", what, err)
+			}
 			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
 		case <-t.C:
 		}
