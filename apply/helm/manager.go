@@ -139,7 +139,12 @@ func (m *Manager) clientsFor(rel Release) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	// Release Secrets travel as protobuf: cheaper to encode and decode on
+	// both ends than JSON, for the largest objects a release writes.
+	csCfg := rest.CopyConfig(cfg)
+	csCfg.ContentType = "application/vnd.kubernetes.protobuf"
+	csCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cs, err := kubernetes.NewForConfig(csCfg)
 	if err != nil {
 		return nil, err
 	}
