@@ -12,7 +12,10 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/discovery"
 
 	"github.com/cozystack/cozy-aio/health"
@@ -140,11 +143,8 @@ func (w readyWhenApplied) Wait(rl kube.ResourceList, timeout time.Duration) erro
 	}
 	var refs []health.ObjectRef
 	for _, info := range rest {
-		if info == nil || info.Object == nil {
-			continue
-		}
-		u, ok := info.Object.(*unstructured.Unstructured)
-		if !ok {
+		u, err := asUnstructured(info)
+		if err != nil {
 			return w.Waiter.Wait(rest, timeout)
 		}
 		// As Helm's waiter: a paused Deployment is not waited for.
@@ -201,14 +201,14 @@ func needsWait(rl kube.ResourceList) kube.ResourceList {
 			out = append(out, info)
 			continue
 		}
-		gvk := info.Object.GetObjectKind().GroupVersionKind()
+		gvk := gvkOf(info)
 		key := gvk.Group + "/" + gvk.Kind
 		if currentOnceApplied[key] {
 			continue
 		}
 		// A Service is Current at once unless it waits for a load balancer.
 		if key == "/Service" {
-			if u, ok := info.Object.(*unstructured.Unstructured); ok {
+			if u, err := asUnstructured(info); err == nil {
 				if t, _, _ := unstructured.NestedString(u.Object, "spec", "type"); t != "LoadBalancer" {
 					continue
 				}
@@ -217,6 +217,42 @@ func needsWait(rl kube.ResourceList) kube.ResourceList {
 		out = append(out, info)
 	}
 	return out
+}
+
+// gvkOf is the kind of a built object: from its REST mapping, as typed
+// objects decoded by Helm's builder may carry no TypeMeta.
+func gvkOf(info *resource.Info) schema.GroupVersionKind {
+	if info.Mapping != nil {
+		return info.Mapping.GroupVersionKind
+	}
+	return info.Object.GetObjectKind().GroupVersionKind()
+}
+
+// asUnstructured returns a built object as unstructured, with its kind.
+func asUnstructured(info *resource.Info) (*unstructured.Unstructured, error) {
+	if info == nil || info.Object == nil {
+		return nil, errors.New("no object")
+	}
+	if u, ok := info.Object.(*unstructured.Unstructured); ok {
+		if u.GetKind() == "" {
+			u = u.DeepCopy()
+			u.SetGroupVersionKind(gvkOf(info))
+		}
+		return u, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(info.Object)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvkOf(info))
+	if u.GetNamespace() == "" {
+		u.SetNamespace(info.Namespace)
+	}
+	if u.GetName() == "" {
+		u.SetName(info.Name)
+	}
+	return u, nil
 }
 
 // memoDriver reads a release's revisions once per session (the session
