@@ -134,21 +134,40 @@ type readyWhenApplied struct {
 }
 
 func (w readyWhenApplied) Wait(rl kube.ResourceList, timeout time.Duration) error {
+	return w.wait(rl, timeout, false)
+}
+
+func (w readyWhenApplied) WaitWithJobs(rl kube.ResourceList, timeout time.Duration) error {
+	return w.wait(rl, timeout, true)
+}
+
+// wait waits for the objects that need it; without jobs, Jobs are not
+// waited for (Helm's Wait and WaitWithJobs).
+func (w readyWhenApplied) wait(rl kube.ResourceList, timeout time.Duration, jobs bool) error {
 	rest := needsWait(rl)
 	if len(rest) == 0 {
 		return nil
 	}
-	if w.health == nil {
+	fallback := func() error {
+		if jobs {
+			return w.Waiter.WaitWithJobs(rest, timeout)
+		}
 		return w.Waiter.Wait(rest, timeout)
+	}
+	if w.health == nil {
+		return fallback()
 	}
 	var refs []health.ObjectRef
 	for _, info := range rest {
 		u, err := asUnstructured(info)
 		if err != nil {
-			return w.Waiter.Wait(rest, timeout)
+			return fallback()
 		}
 		// As Helm's waiter: a paused Deployment is not waited for.
 		if paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused"); paused && u.GetKind() == "Deployment" {
+			continue
+		}
+		if !jobs && u.GroupVersionKind().GroupKind() == (schema.GroupKind{Group: "batch", Kind: "Job"}) {
 			continue
 		}
 		ref := health.RefOf(u)
@@ -173,14 +192,6 @@ func (w readyWhenApplied) Wait(rl kube.ResourceList, timeout time.Duration) erro
 			o.Object.Kind, o.Object.Namespace, o.Object.Name, o.Status, o.Message))
 	}
 	return errors.Join(append(errs, err)...)
-}
-
-func (w readyWhenApplied) WaitWithJobs(rl kube.ResourceList, timeout time.Duration) error {
-	rest := needsWait(rl)
-	if len(rest) == 0 {
-		return nil
-	}
-	return w.Waiter.WaitWithJobs(rest, timeout)
 }
 
 // currentOnceApplied are the kinds without a status that kstatus reads:
