@@ -134,6 +134,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Binary == "" {
 		return nil, errors.New("demo: no cozy-aio binary given")
 	}
+	if fi, err := os.Stat(opts.Binary); err != nil || fi.IsDir() {
+		return nil, fmt.Errorf("demo: the cozy-aio binary %s is missing (make build writes bin/cozy-aio)", opts.Binary)
+	}
 	res := &Result{Started: time.Now(), Tenants: Tenants(opts.Tenants, opts.Releases, opts.Break)}
 	if opts.WorkDir == "" {
 		d, err := os.MkdirTemp("", "cozy-aio-demo-")
