@@ -73,9 +73,13 @@ func TestContentParses(t *testing.T) {
 }
 
 func TestParseSample(t *testing.T) {
-	name, label, v, ok := parseSample(`cozy_aio_shard_load{shard="3"} 250`)
-	if !ok || name != "cozy_aio_shard_load" || label != "3" || v != 250 {
-		t.Fatalf("got %q %q %v %v", name, label, v, ok)
+	name, labels, v, ok := parseSample(`cozy_aio_shard_load{shard="3"} 250`)
+	if !ok || name != "cozy_aio_shard_load" || labels["shard"] != "3" || v != 250 {
+		t.Fatalf("got %q %v %v %v", name, labels, v, ok)
+	}
+	name, labels, v, ok = parseSample(`rest_client_requests_total{code="200",host="127.0.0.1:6443",method="GET"} 4053`)
+	if !ok || name != "rest_client_requests_total" || labels["method"] != "GET" || labels["host"] != "127.0.0.1:6443" || v != 4053 {
+		t.Fatalf("got %q %v %v %v", name, labels, v, ok)
 	}
 	if _, _, _, ok := parseSample("# HELP x y"); ok {
 		t.Fatal("a comment parsed as a sample")

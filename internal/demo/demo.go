@@ -374,7 +374,7 @@ func (h *harness) watch(ctx context.Context) error {
 		if settledPolls == 1 {
 			h.res.AllSettled = time.Now()
 			h.res.PeakRSS, h.res.CPU = procUsage(h.cozy.Process.Pid)
-			h.res.Requests = h.requests()
+			h.res.Requests = h.scrape().requests
 		}
 		if settledPolls >= 2 {
 			return nil
@@ -405,9 +405,9 @@ func (h *harness) settled(units []Unit) bool {
 
 func (h *harness) progress(ctx context.Context, units []Unit) {
 	var b strings.Builder
-	phase, shards := h.scrape()
-	if phase != "" {
-		fmt.Fprintf(&b, "phase=%-7s ", phase)
+	m := h.scrape()
+	if m.phase != "" {
+		fmt.Fprintf(&b, "phase=%-7s ", m.phase)
 	}
 	for _, c := range countUnits(units) {
 		if c.Total > 0 || c.Kind == "HelmRelease" {
@@ -418,27 +418,41 @@ func (h *harness) progress(ctx context.Context, units []Unit) {
 		ready, total := h.nodesWithNetwork(ctx)
 		fmt.Fprintf(&b, "  nodes-with-network %d/%d", ready, total)
 	}
-	if len(shards) > 0 {
-		h.res.Shards = shards
+	if len(m.shards) > 0 {
+		h.res.Shards = m.shards
 		b.WriteString("  shard-load")
-		for _, s := range shards {
+		for _, s := range m.shards {
 			fmt.Fprintf(&b, " %d:%d", s.ID, s.Load)
 		}
 	}
 	h.say("%s", b.String())
 }
 
-// scrape reads the phase and the shard loads from cozy-aio's /metrics.
-func (h *harness) scrape() (string, []ShardLoad) {
-	cl := http.Client{Timeout: time.Second}
+// scraped is what the demo reads from cozy-aio's /metrics.
+type scraped struct {
+	phase  string
+	shards []ShardLoad
+	// requests are the API requests so far by HTTP method, from
+	// client-go's rest_client_requests_total.
+	requests map[string]int
+}
+
+// scrape reads cozy-aio's /metrics once.
+func (h *harness) scrape() scraped {
+	var s scraped
+	cl := http.Client{Timeout: 5 * time.Second}
 	resp, err := cl.Get("http://" + h.health + "/metrics")
 	if err != nil {
-		return "", nil
+		return s
 	}
 	defer resp.Body.Close()
-	var phase string
+	s.requests = map[string]int{}
 	loads := map[int]*ShardLoad{}
-	at := func(id int) *ShardLoad {
+	at := func(label string) *ShardLoad {
+		id, err := strconv.Atoi(label)
+		if err != nil {
+			return &ShardLoad{}
+		}
 		if loads[id] == nil {
 			loads[id] = &ShardLoad{ID: id}
 		}
@@ -447,79 +461,49 @@ func (h *harness) scrape() (string, []ShardLoad) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		name, label, value, ok := parseSample(sc.Text())
+		name, labels, value, ok := parseSample(sc.Text())
 		if !ok {
 			continue
 		}
 		switch name {
 		case "cozy_aio_bootstrap_phase":
 			if value == 1 {
-				phase = label
+				s.phase = labels["phase"]
 			}
 		case "cozy_aio_shard_load":
-			if id, err := strconv.Atoi(label); err == nil {
-				at(id).Load = int(value)
-			}
+			at(labels["shard"]).Load = int(value)
 		case "cozy_aio_shard_tenants":
-			if id, err := strconv.Atoi(label); err == nil {
-				at(id).Tenants = int(value)
-			}
+			at(labels["shard"]).Tenants = int(value)
+		case "rest_client_requests_total":
+			s.requests[labels["method"]] += int(value)
 		}
 	}
-	var out []ShardLoad
-	for _, s := range loads {
-		out = append(out, *s)
+	for _, l := range loads {
+		s.shards = append(s.shards, *l)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return phase, out
+	sort.Slice(s.shards, func(i, j int) bool { return s.shards[i].ID < s.shards[j].ID })
+	return s
 }
 
-// requests reads cozy-aio's API requests so far by HTTP method, from
-// client-go's rest_client_requests_total.
-func (h *harness) requests() map[string]int {
-	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get("http://" + h.health + "/metrics")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	out := map[string]int{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
-		_, rest, _ := strings.Cut(line, `method="`)
-		method, rest, _ := strings.Cut(rest, `"`)
-		_, v, _ := strings.Cut(rest, "} ")
-		if n, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-			out[method] += int(n)
-		}
-	}
-	return out
-}
-
-// parseSample reads `name{label="value"} number`, the shape of the few
-// samples the demo reads (one label each).
-func parseSample(line string) (name, label string, value float64, ok bool) {
+// parseSample reads `name{label="value",...} number` from the Prometheus
+// text format; label values hold no quote or comma in the samples read.
+func parseSample(line string) (name string, labels map[string]string, value float64, ok bool) {
 	if strings.HasPrefix(line, "#") {
-		return "", "", 0, false
+		return "", nil, 0, false
 	}
 	open := strings.IndexByte(line, '{')
 	end := strings.LastIndexByte(line, '}')
 	if open < 0 || end < open {
-		return "", "", 0, false
+		return "", nil, 0, false
 	}
-	name = line[:open]
-	_, v, found := strings.Cut(line[open+1:end], "=")
-	if !found {
-		return "", "", 0, false
+	labels = map[string]string{}
+	for _, pair := range strings.Split(line[open+1:end], ",") {
+		if k, v, found := strings.Cut(pair, "="); found {
+			labels[k] = strings.Trim(v, `"`)
+		}
 	}
-	label = strings.Trim(v, `"`)
 	value, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-	return name, label, value, err == nil
+	return line[:open], labels, value, err == nil
 }
 
 func (h *harness) teardown() {
