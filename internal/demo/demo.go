@@ -246,17 +246,17 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 	h.res.ClusterUp = time.Now()
 	h.say("cluster up; logs in %s", h.logs)
-	cfg := h.cp
+	api := h.cp
 	if h.cluster != nil {
-		cfg = h.cluster.ControlPlane
+		api = h.cluster.ControlPlane
 	}
-	if h.units, err = cache.New(cfg.Config, cache.Options{Scheme: engine.NewScheme()}); err != nil {
+	if h.units, err = cache.New(api.Config, cache.Options{Scheme: engine.NewScheme()}); err != nil {
 		return err
 	}
 	uctx, cancel := context.WithCancel(context.Background())
 	h.stopUnits = cancel
 	go func() { _ = h.units.Start(uctx) }()
-	return h.startCozy(kubeconfig)
+	return h.startCozy(api.Config.Host, kubeconfig)
 }
 
 // auditArgs are the API server flags of Options.Audit.
@@ -271,18 +271,12 @@ func (h *harness) auditArgs() map[string]string {
 
 // startCozy runs cozy-aio as on a node: host network, a bootstrap
 // directory, a data directory.
-func (h *harness) startCozy(kubeconfig string) error {
+func (h *harness) startCozy(server, kubeconfig string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
 	h.health = "127.0.0.1:" + strconv.Itoa(port)
-	var server string
-	if h.cluster != nil {
-		server = h.cluster.Config.Host
-	} else {
-		server = h.cp.Config.Host
-	}
 	args := []string{"run",
 		"--server=" + server, "--kubeconfig=" + kubeconfig,
 		"--data-dir=" + filepath.Join(h.opts.WorkDir, "data"),
