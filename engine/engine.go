@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -80,9 +81,14 @@ type Engine struct {
 // New builds an Engine on cfg. Nothing runs until Start.
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
+	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {
-		cfg = rest.CopyConfig(cfg)
 		cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	}
+	if cfg.WarningHandler == nil && cfg.WarningHandlerWithContext == nil {
+		// Each distinct API warning once: the API server repeats the same
+		// warning (for example about Flux's finalizer name) on every write.
+		cfg.WarningHandlerWithContext = ctrllog.NewKubeAPIWarningLogger(ctrllog.KubeAPIWarningLoggerOptions{Deduplicate: true})
 	}
 	registry := opts.Registry
 	if registry == nil {

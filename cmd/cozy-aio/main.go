@@ -22,7 +22,21 @@ import (
 var version = "dev"
 
 func main() {
+	preferListWatch()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// preferListWatch turns client-go's streamed watch-list off unless the
+// environment chooses (KUBE_FEATURE_WatchListClient). For a kind the API
+// server has seen no write for since it started, which is every Flux kind
+// but the used ones right after cozy-aio installs the CRDs, the stream's
+// end-of-initial-events bookmark comes about a second late, and the
+// engine starts no controller before every informer has synced; a plain
+// LIST answers at once (measured: 1.1 s against 0.1 s for an empty kind).
+func preferListWatch() {
+	if _, ok := os.LookupEnv("KUBE_FEATURE_WatchListClient"); !ok {
+		_ = os.Setenv("KUBE_FEATURE_WatchListClient", "false")
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -124,7 +138,8 @@ func runEngine(args []string, stderr io.Writer) error {
 		return err
 	}
 	level := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "error": zapcore.ErrorLevel}[f.logLvl]
-	logger := zap.New(zap.WriteTo(stderr), zap.UseDevMode(f.logFmt == "text"), zap.Level(level))
+	logger := zap.New(zap.WriteTo(stderr), zap.UseDevMode(f.logFmt == "text"), zap.Level(level),
+		func(o *zap.Options) { o.TimeEncoder = zapcore.ISO8601TimeEncoder })
 	ctrl.SetLogger(logger)
 	f.opts.Logger = logger.WithName("bootstrap")
 	f.opts.Engine.Logger = logger

@@ -326,13 +326,21 @@ func (h *harness) expectedReleases() int {
 	return n
 }
 
-// watch prints progress until every unit has settled twice in a row.
+// settleCheck is how often watch looks for every unit having settled, so
+// that the time to all Ready is measured to a tenth of a second rather
+// than to the progress interval.
+const settleCheck = 100 * time.Millisecond
+
+// watch prints progress every interval until every unit has settled and
+// stays so at the next progress line.
 func (h *harness) watch(ctx context.Context) error {
 	deadline := time.After(h.opts.Timeout)
 	tick := time.NewTicker(h.opts.Every)
 	defer tick.Stop()
-	settledPolls := 0
+	check := time.NewTicker(settleCheck)
+	defer check.Stop()
 	for {
+		printing := false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -353,24 +361,28 @@ func (h *harness) watch(ctx context.Context) error {
 			}
 			return fmt.Errorf("not settled after %s; still waiting: %s", h.opts.Timeout, strings.Join(waiting, "; "))
 		case <-tick.C:
+			printing = true
+		case <-check.C:
 		}
 		units, err := h.listUnits(ctx)
 		if err != nil {
 			continue
 		}
 		h.res.Units = units
-		h.progress(ctx, units)
-		if h.settled(units) {
-			settledPolls++
-		} else {
-			settledPolls = 0
-		}
-		if settledPolls == 1 {
+		settled, before := h.settled(units), !h.res.AllSettled.IsZero()
+		switch {
+		case !settled:
+			h.res.AllSettled = time.Time{}
+		case h.res.AllSettled.IsZero():
 			h.res.AllSettled = time.Now()
 			h.res.PeakRSS, h.res.CPU = procUsage(h.cozy.Process.Pid)
 			h.res.Requests = h.scrape().requests
 		}
-		if settledPolls >= 2 {
+		if !printing {
+			continue
+		}
+		h.progress(ctx, units)
+		if settled && before {
 			return nil
 		}
 	}
@@ -381,7 +393,7 @@ func (h *harness) watch(ctx context.Context) error {
 func (h *harness) listUnits(ctx context.Context) ([]Unit, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return listUnits(ctx, h.units)
+	return listUnits(ctx, h.units, client.UnsafeDisableDeepCopy)
 }
 
 func (h *harness) settled(units []Unit) bool {

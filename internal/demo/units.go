@@ -61,11 +61,11 @@ var inProgress = map[string]bool{
 }
 
 // listUnits reads every unit of every kind.
-func listUnits(ctx context.Context, c client.Reader) ([]Unit, error) {
+func listUnits(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]Unit, error) {
 	var out []Unit
 	for _, kind := range Kinds {
 		list := newList(kind)
-		if err := c.List(ctx, list); err != nil {
+		if err := c.List(ctx, list, opts...); err != nil {
 			return nil, fmt.Errorf("listing %s: %w", kind, err)
 		}
 		items, err := apimeta.ExtractList(list)
@@ -95,7 +95,16 @@ func listUnits(ctx context.Context, c client.Reader) ([]Unit, error) {
 			out = append(out, u)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
 	return out, nil
 }
 
