@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -91,6 +92,40 @@ func (c *chartCache) put(k string, b []byte) {
 	c.data[k] = b
 }
 
+// parsedCharts keeps loaded charts by archive digest, so that many releases
+// of one chart unpack and parse it once. Each action gets its own copy
+// (copyChart): Helm's dependency processing writes to the chart.
+type parsedCharts struct {
+	mu    sync.Mutex
+	max   int
+	order []string
+	data  map[string]*chartv2.Chart
+}
+
+func (c *parsedCharts) get(k string) (*chartv2.Chart, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.data[k]
+	return ch, ok
+}
+
+func (c *parsedCharts) put(k string, ch *chartv2.Chart) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.data == nil {
+		c.data = map[string]*chartv2.Chart{}
+	}
+	if _, ok := c.data[k]; ok {
+		return
+	}
+	if len(c.order) >= c.max {
+		delete(c.data, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.order = append(c.order, k)
+	c.data[k] = ch
+}
+
 // loadChart reads the chart and returns it with the digest of its archive
 // (the OCI manifest digest for a registry chart).
 func (m *Manager) loadChart(ctx context.Context, c Chart) (*chartv2.Chart, string, error) {
@@ -111,11 +146,68 @@ func (m *Manager) loadChart(ctx context.Context, c Chart) (*chartv2.Chart, strin
 	if err != nil {
 		return nil, "", err
 	}
+	if ch, ok := m.parsed.get(digest); ok {
+		return copyChart(ch), digest, nil
+	}
 	ch, err := loader.LoadArchive(bytes.NewReader(data))
 	if err != nil {
 		return nil, "", fmt.Errorf("loading chart %s: %w", c, err)
 	}
-	return ch, digest, nil
+	m.parsed.put(digest, ch)
+	return copyChart(ch), digest, nil
+}
+
+// copyChart copies what Helm may write while it runs an action on a chart:
+// each chart struct and its dependency tree, the metadata with its
+// dependencies and maintainers, the lock, and the default values. File
+// contents, which nothing writes, stay shared.
+func copyChart(c *chartv2.Chart) *chartv2.Chart {
+	n := *c
+	if c.Metadata != nil {
+		md := *c.Metadata
+		md.Dependencies = copyDependencies(c.Metadata.Dependencies)
+		if c.Metadata.Maintainers != nil {
+			md.Maintainers = make([]*chartv2.Maintainer, len(c.Metadata.Maintainers))
+			for i, mt := range c.Metadata.Maintainers {
+				cp := *mt
+				md.Maintainers[i] = &cp
+			}
+		}
+		n.Metadata = &md
+	}
+	if c.Lock != nil {
+		l := *c.Lock
+		l.Dependencies = copyDependencies(c.Lock.Dependencies)
+		n.Lock = &l
+	}
+	if c.Values != nil {
+		n.Values = copyValue(c.Values).(map[string]any)
+	}
+	n.Raw = slices.Clone(c.Raw)
+	n.Templates = slices.Clone(c.Templates)
+	n.Files = slices.Clone(c.Files)
+	deps := make([]*chartv2.Chart, 0, len(c.Dependencies()))
+	for _, d := range c.Dependencies() {
+		deps = append(deps, copyChart(d))
+	}
+	n.SetDependencies(deps...)
+	return &n
+}
+
+func copyDependencies(ds []*chartv2.Dependency) []*chartv2.Dependency {
+	if ds == nil {
+		return nil
+	}
+	out := make([]*chartv2.Dependency, len(ds))
+	for i, d := range ds {
+		cp := *d
+		cp.Tags = slices.Clone(d.Tags)
+		if d.ImportValues != nil {
+			cp.ImportValues = copyValue(d.ImportValues).([]any)
+		}
+		out[i] = &cp
+	}
+	return out
 }
 
 func readFile(path string) ([]byte, error) {

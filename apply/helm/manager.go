@@ -80,6 +80,7 @@ type Manager struct {
 	mu      sync.Mutex
 	clients map[string]*clients // by impersonated user
 	charts  chartCache
+	parsed  parsedCharts
 	health  *health.Waiter
 }
 
@@ -117,6 +118,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		log:     log,
 		clients: map[string]*clients{},
 		charts:  chartCache{max: 64},
+		parsed:  parsedCharts{max: 32},
 		health:  hw,
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -443,11 +444,18 @@ type scraped struct {
 	requests map[string]int
 }
 
+// scrapedFamilies selects the metric families scrape reads.
+var scrapedFamilies = url.Values{"name[]": {
+	"cozy_aio_bootstrap_phase", "cozy_aio_shard_load", "cozy_aio_shard_tenants", "rest_client_requests_total",
+}}.Encode()
+
 // scrape reads cozy-aio's /metrics once.
 func (h *harness) scrape() scraped {
 	var s scraped
 	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get("http://" + h.health + "/metrics")
+	// Only the families read below: the whole exposition holds a duration
+	// histogram per object, about 1.5 MB at 1,000 releases.
+	resp, err := cl.Get("http://" + h.health + "/metrics?" + scrapedFamilies)
 	if err != nil {
 		return s
 	}
