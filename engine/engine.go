@@ -2,11 +2,15 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -197,8 +202,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	return e.mgr.Start(ctx)
 }
 
-// InstallCRDs server-side applies the embedded Flux CRDs and waits until
-// they are Established.
+// CRDDigestAnnotation records, on each CRD InstallCRDs applies, the digest
+// of what it applied: a later start applies only the CRDs whose digest
+// differs, which spares the API server six large no-op applies per start.
+const CRDDigestAnnotation = "cozy-aio.cozystack.io/crd-digest"
+
+// InstallCRDs server-side applies the embedded Flux CRDs that are missing
+// or differ from the embedded ones, and waits until all are Established.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
 	all, err := crds.All()
 	if err != nil {
@@ -208,20 +218,42 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) err
 	if err != nil {
 		return err
 	}
-	for _, crd := range all {
-		crd.TypeMeta.APIVersion = "apiextensions.k8s.io/v1"
-		crd.TypeMeta.Kind = "CustomResourceDefinition"
-		crd.ManagedFields = nil
-		if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
-		}
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, crd := range all {
+		wg.Go(func() { errs[i] = installCRD(ctx, c, crd, fieldManager) })
 	}
-	for _, crd := range all {
-		if err := waitEstablished(ctx, c, crd.Name); err != nil {
-			return err
-		}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, fieldManager string) error {
+	crd.TypeMeta.APIVersion = "apiextensions.k8s.io/v1"
+	crd.TypeMeta.Kind = "CustomResourceDefinition"
+	crd.ManagedFields = nil
+	crd.Annotations = maps.Clone(crd.Annotations)
+	if crd.Annotations == nil {
+		crd.Annotations = map[string]string{}
 	}
-	return nil
+	delete(crd.Annotations, CRDDigestAnnotation)
+	b, err := json.Marshal(crd)
+	if err != nil {
+		return err
+	}
+	digest := fmt.Sprintf("sha256:%x", sha256.Sum256(b))
+	live := &apiextensionsv1.CustomResourceDefinition{}
+	err = c.Get(ctx, client.ObjectKey{Name: crd.Name}, live)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+	}
+	if err == nil && live.Annotations[CRDDigestAnnotation] == digest && established(live) {
+		return nil
+	}
+	crd.Annotations[CRDDigestAnnotation] = digest
+	if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+	}
+	return waitEstablished(ctx, c, crd.Name)
 }
 
 func (e *Engine) serveHealth(ctx context.Context) error {
