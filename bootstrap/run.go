@@ -63,6 +63,12 @@ func Run(ctx context.Context, opts RunOptions) error {
 		log.Info("API server found", "candidate", ep.Kind, "host", ep.Config.Host)
 		cfg = ep.Config
 	}
+	if eo := opts.Engine.WithDefaults(); cfg.QPS == 0 && cfg.RateLimiter == nil {
+		// The engine's rate limit, not client-go's 5 requests/s, for the
+		// CRDs and the bootstrap directory too.
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = eo.KubeAPIQPS, eo.KubeAPIBurst
+	}
 	c, err := client.New(cfg, client.Options{Scheme: engine.NewScheme()})
 	if err != nil {
 		return err
