@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -208,7 +208,9 @@ func (e *Engine) Start(ctx context.Context) error {
 const CRDDigestAnnotation = "cozy-aio.cozystack.io/crd-digest"
 
 // InstallCRDs server-side applies the embedded Flux CRDs that are missing
-// or differ from the embedded ones, and waits until all are Established.
+// or differ from the embedded ones, and waits until those are Established.
+// It reads only the CRDs' metadata and applies one CRD at a time: a CRD
+// decodes into a large tree, and this runs at every start.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
 	all, err := crds.All()
 	if err != nil {
@@ -218,16 +220,27 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) err
 	if err != nil {
 		return err
 	}
-	errs := make([]error, len(all))
-	var wg sync.WaitGroup
-	for i, crd := range all {
-		wg.Go(func() { errs[i] = installCRD(ctx, c, crd, fieldManager) })
+	var applied []string
+	for _, crd := range all {
+		changed, err := installCRD(ctx, c, crd, fieldManager)
+		if err != nil {
+			return err
+		}
+		if changed {
+			applied = append(applied, crd.Name)
+		}
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	for _, name := range applied {
+		if err := waitEstablished(ctx, c, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, fieldManager string) error {
+// installCRD applies crd unless the live one carries the same digest, and
+// tells whether it applied.
+func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, fieldManager string) (bool, error) {
 	crd.TypeMeta.APIVersion = "apiextensions.k8s.io/v1"
 	crd.TypeMeta.Kind = "CustomResourceDefinition"
 	crd.ManagedFields = nil
@@ -238,22 +251,23 @@ func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 	delete(crd.Annotations, CRDDigestAnnotation)
 	b, err := json.Marshal(crd)
 	if err != nil {
-		return err
+		return false, err
 	}
 	digest := fmt.Sprintf("sha256:%x", sha256.Sum256(b))
-	live := &apiextensionsv1.CustomResourceDefinition{}
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	err = c.Get(ctx, client.ObjectKey{Name: crd.Name}, live)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+		return false, fmt.Errorf("reading CRD %s: %w", crd.Name, err)
 	}
-	if err == nil && live.Annotations[CRDDigestAnnotation] == digest && established(live) {
-		return nil
+	if err == nil && live.Annotations[CRDDigestAnnotation] == digest {
+		return false, nil
 	}
 	crd.Annotations[CRDDigestAnnotation] = digest
 	if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+		return false, fmt.Errorf("installing CRD %s: %w", crd.Name, err)
 	}
-	return waitEstablished(ctx, c, crd.Name)
+	return true, nil
 }
 
 func (e *Engine) serveHealth(ctx context.Context) error {
