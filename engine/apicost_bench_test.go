@@ -78,7 +78,7 @@ func BenchmarkAPIServerCost(b *testing.B) {
 		{"POST-Event", nil, func(i int) error {
 			_, err := cs.CoreV1().Events(ns[i%10]).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name("ev", i)},
 				InvolvedObject: corev1.ObjectReference{Kind: "HelmRelease", Name: "x", Namespace: ns[i%10]},
-				Reason: "InstallSucceeded", Message: "Helm install succeeded", Type: "Normal"}, metav1.CreateOptions{})
+				Reason:         "InstallSucceeded", Message: "Helm install succeeded", Type: "Normal"}, metav1.CreateOptions{})
 			return err
 		}},
 		{"POST-HelmRelease", nil, func(i int) error { return c.Create(ctx, hr(i)) }},

@@ -59,27 +59,31 @@ func (c Chart) String() string {
 	return c.Ref
 }
 
-// chartCache keeps chart archives pulled from registries by manifest
-// digest, so that many releases of one chart pull it once.
-type chartCache struct {
+// boundedCache keeps up to max values by key, dropping the oldest first.
+// The Manager keeps two: chart archives pulled from registries by manifest
+// digest, so that many releases of one chart pull it once, and loaded
+// charts by archive digest, so that they unpack and parse it once (each
+// action gets its own copy: Helm's dependency processing writes to the
+// chart).
+type boundedCache[V any] struct {
 	mu    sync.Mutex
 	max   int
 	order []string
-	data  map[string][]byte
+	data  map[string]V
 }
 
-func (c *chartCache) get(k string) ([]byte, bool) {
+func (c *boundedCache[V]) get(k string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, ok := c.data[k]
-	return b, ok
+	v, ok := c.data[k]
+	return v, ok
 }
 
-func (c *chartCache) put(k string, b []byte) {
+func (c *boundedCache[V]) put(k string, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.data == nil {
-		c.data = map[string][]byte{}
+		c.data = map[string]V{}
 	}
 	if _, ok := c.data[k]; ok {
 		return
@@ -89,41 +93,7 @@ func (c *chartCache) put(k string, b []byte) {
 		c.order = c.order[1:]
 	}
 	c.order = append(c.order, k)
-	c.data[k] = b
-}
-
-// parsedCharts keeps loaded charts by archive digest, so that many releases
-// of one chart unpack and parse it once. Each action gets its own copy
-// (copyChart): Helm's dependency processing writes to the chart.
-type parsedCharts struct {
-	mu    sync.Mutex
-	max   int
-	order []string
-	data  map[string]*chartv2.Chart
-}
-
-func (c *parsedCharts) get(k string) (*chartv2.Chart, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch, ok := c.data[k]
-	return ch, ok
-}
-
-func (c *parsedCharts) put(k string, ch *chartv2.Chart) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.data == nil {
-		c.data = map[string]*chartv2.Chart{}
-	}
-	if _, ok := c.data[k]; ok {
-		return
-	}
-	if len(c.order) >= c.max {
-		delete(c.data, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.order = append(c.order, k)
-	c.data[k] = ch
+	c.data[k] = v
 }
 
 // loadChart reads the chart and returns it with the digest of its archive

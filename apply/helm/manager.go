@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/storage"
 	"k8s.io/client-go/kubernetes"
@@ -79,8 +80,8 @@ type Manager struct {
 
 	mu      sync.Mutex
 	clients map[string]*clients // by impersonated user
-	charts  chartCache
-	parsed  parsedCharts
+	charts  boundedCache[[]byte]
+	parsed  boundedCache[*chartv2.Chart]
 	health  *health.Waiter
 }
 
@@ -117,8 +118,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		opts:    opts,
 		log:     log,
 		clients: map[string]*clients{},
-		charts:  chartCache{max: 64},
-		parsed:  parsedCharts{max: 32},
+		charts:  boundedCache[[]byte]{max: 64},
+		parsed:  boundedCache[*chartv2.Chart]{max: 32},
 		health:  hw,
 	}, nil
 }
