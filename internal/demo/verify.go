@@ -108,20 +108,11 @@ func (h *harness) verify(ctx context.Context) {
 		if !tenantNS[hr.Namespace] {
 			continue
 		}
-		var dep appsv1.Deployment
-		err := h.c.Get(ctx, client.ObjectKey{Namespace: hr.Namespace, Name: hr.Name}, &dep)
-		depAvailable := time.Time{}
-		if err == nil {
-			for _, c := range dep.Status.Conditions {
-				if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
-					depAvailable = c.LastTransitionTime.Time
-				}
-			}
-		}
+		hrReady := readyTime(hr.Status.Conditions)
+		depAvailable := h.deploymentAvailable(ctx, client.ObjectKey{Namespace: hr.Namespace, Name: hr.Name}, !hrReady.IsZero())
 		if !depAvailable.IsZero() {
 			available++
 		}
-		hrReady := readyTime(hr.Status.Conditions)
 		if hrReady.IsZero() {
 			continue // not Ready: listed with the failures
 		}
@@ -137,6 +128,30 @@ func (h *harness) verify(ctx context.Context) {
 		"%d of %d tenant Deployments Available through the simulator", available, h.expectedReleases()-1-h.brokenReleases())
 	h.check("ready after available", checked > 0 && len(bad) == 0,
 		"%d Ready tenant HelmReleases, each Ready no earlier than its Deployment became Available%s", checked, joinBad(bad))
+}
+
+// deploymentAvailable returns when the Deployment's Available condition
+// last became True, or zero. The harness reads it within 100 ms of the
+// last unit settling, which the simulator's controllers may not have
+// written yet on a loaded machine; when wait is set it reads again for up
+// to 10 s. The caller compares the transition time with the release's
+// Ready time, so a release Ready before its Deployment still fails.
+func (h *harness) deploymentAvailable(ctx context.Context, key client.ObjectKey, wait bool) time.Time {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var dep appsv1.Deployment
+		if err := h.c.Get(ctx, key, &dep); err == nil {
+			for _, c := range dep.Status.Conditions {
+				if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+					return c.LastTransitionTime.Time
+				}
+			}
+		}
+		if !wait || time.Now().After(deadline) || ctx.Err() != nil {
+			return time.Time{}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (h *harness) brokenReleases() int {
