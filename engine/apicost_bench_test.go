@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // BenchmarkAPIServerCost measures what one request of each kind a Helm
@@ -101,7 +101,7 @@ func BenchmarkAPIServerCost(b *testing.B) {
 			round.Add(1) // fresh names for every run of the function
 			if tc.setup != nil {
 				b.StopTimer()
-				parallel(b.N, 16, func(i int) {
+				testenv.Parallel(b.N, 16, func(i int) {
 					if err := tc.setup(i); err != nil {
 						b.Error(err)
 					}
@@ -111,7 +111,7 @@ func BenchmarkAPIServerCost(b *testing.B) {
 			}
 			a0, e0 := cpuSeconds(b, "kube-apiserver"), cpuSeconds(b, "etcd")
 			b.ResetTimer()
-			parallel(b.N, 16, func(i int) {
+			testenv.Parallel(b.N, 16, func(i int) {
 				if err := tc.op(i); err != nil {
 					b.Error(err)
 				}
@@ -139,21 +139,4 @@ func cpuSeconds(b *testing.B, name string) float64 {
 	u, _ := strconv.ParseFloat(f[13], 64)
 	s, _ := strconv.ParseFloat(f[14], 64)
 	return (u + s) / 100 // USER_HZ
-}
-
-func parallel(n, workers int, fn func(i int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				fn(i)
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }

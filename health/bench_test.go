@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // BenchmarkWait compares the event-driven Waiter with a 2-second polling
@@ -97,7 +98,7 @@ func benchWait(b *testing.B, n int, hold time.Duration, wait waitFunc) {
 		ns := cp.Namespace(b)
 		deps := make([]*appsv1.Deployment, n)
 		refs := make([]ObjectRef, n)
-		parallel(n, 32, func(i int) {
+		testenv.Parallel(n, 32, func(i int) {
 			deps[i] = deployment(ns, fmt.Sprintf("d-%04d", i))
 			if err := cp.Client.Create(ctx, deps[i]); err != nil {
 				b.Error(err)
@@ -121,7 +122,7 @@ func benchWait(b *testing.B, n int, hold time.Duration, wait waitFunc) {
 		// 10 batches of n/10, one every 500 ms.
 		for batch := range 10 {
 			lo, hi := batch*n/10, (batch+1)*n/10
-			parallel(hi-lo, 16, func(i int) {
+			testenv.Parallel(hi-lo, 16, func(i int) {
 				if err := markReady(ctx, deps[lo+i]); err != nil {
 					b.Error(err)
 				}
@@ -143,25 +144,6 @@ func benchWait(b *testing.B, n int, hold time.Duration, wait waitFunc) {
 		b.ReportMetric(float64((procCPU(apiPID) - api0).Milliseconds()), "apiserver-cpu-ms")
 		b.ReportMetric(float64(end.Sub(lastWrite).Milliseconds()), "ms-after-last-ready")
 	}
-}
-
-func parallel(n, workers int, f func(i int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				f(i)
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }
 
 func selfCPU() time.Duration {
