@@ -18,19 +18,15 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		return established(&crd), nil
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	if err != nil {
 		return fmt.Errorf("CRD %s not Established: %w", name, err)
 	}
 	return nil
-}
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, cond := range crd.Status.Conditions {
-		if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/bootstrap"
@@ -137,21 +138,21 @@ func (h *harness) verify(ctx context.Context) {
 // to 10 s. The caller compares the transition time with the release's
 // Ready time, so a release Ready before its Deployment still fails.
 func (h *harness) deploymentAvailable(ctx context.Context, key client.ObjectKey, wait bool) time.Time {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var available time.Time
+	read := func(ctx context.Context) (bool, error) {
 		var dep appsv1.Deployment
 		if err := h.c.Get(ctx, key, &dep); err == nil {
 			for _, c := range dep.Status.Conditions {
 				if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
-					return c.LastTransitionTime.Time
+					available = c.LastTransitionTime.Time
+					return true, nil
 				}
 			}
 		}
-		if !wait || time.Now().After(deadline) || ctx.Err() != nil {
-			return time.Time{}
-		}
-		time.Sleep(200 * time.Millisecond)
+		return !wait, nil
 	}
+	_ = kwait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, read)
+	return available
 }
 
 func (h *harness) brokenReleases() int {
