@@ -367,6 +367,11 @@ func (h *harness) watch(ctx context.Context) error {
 		}
 		units, err := h.listUnits(ctx)
 		if err != nil {
+			// Until cozy-aio has installed the CRDs and the watches have
+			// synced, the progress line shows the phase and shards alone.
+			if printing {
+				h.progress(ctx, nil)
+			}
 			continue
 		}
 		h.res.Units = units
@@ -374,7 +379,7 @@ func (h *harness) watch(ctx context.Context) error {
 		switch {
 		case !settled:
 			h.res.AllSettled = time.Time{}
-		case h.res.AllSettled.IsZero():
+		case !before:
 			h.res.AllSettled = time.Now()
 			h.res.PeakRSS, h.res.CPU = procUsage(h.cozy.Process.Pid)
 			h.res.Requests = h.scrape().requests
@@ -389,10 +394,11 @@ func (h *harness) watch(ctx context.Context) error {
 	}
 }
 
-// listUnits reads every unit from the watches, giving up on a kind whose
-// CRD is not installed yet (cozy-aio installs them when it starts).
+// listUnits reads every unit from the watches, giving up soon on a kind
+// whose CRD is not installed or whose watch has not synced yet (cozy-aio
+// installs the CRDs when it starts), so that progress keeps printing.
 func (h *harness) listUnits(ctx context.Context) ([]Unit, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	return listUnits(ctx, h.units, client.UnsafeDisableDeepCopy)
 }

@@ -45,8 +45,11 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("healthy", func(t *testing.T) {
 		var out bytes.Buffer
 		work := t.TempDir()
+		// Progress every 100 ms: cozy-aio leaves the network phase about a
+		// second after it starts, before a 2 s progress line would show it.
 		res, err := demo.Run(context.Background(), demo.Options{
 			Tenants: 3, Releases: 2, Binary: bin, WorkDir: work, Out: &out, Timeout: 5 * time.Minute,
+			Every: 100 * time.Millisecond,
 		})
 		t.Log("\n" + out.String())
 		if err != nil {
