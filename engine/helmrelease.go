@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -170,7 +174,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	setHelmStatus(obj, res, rel)
 	if err != nil {
 		if res.Next.Kind == helm.NextStalled {
-			return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+			return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err))
 		}
 		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 		o.requeueAfter = res.Next.After
@@ -178,7 +182,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	switch res.Next.Kind {
 	case helm.NextStalled:
-		return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
+		return stalled(meta.ReconciliationFailedReason, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next.Reason)))
 	case helm.NextRetry:
 		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
 		o.requeueAfter = res.Next.After
@@ -186,6 +190,19 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s", actionVerb(res), rel.Namespace, rel.Name,
 		res.Release.Revision, res.Release.Chart)
+}
+
+// stalledMessage is the Ready message of a release whose retries were
+// already exhausted. The failure that exhausted them wrote its cause after
+// the same "<object>: <reason>" prefix; that message is kept, so a later
+// reconcile (a source event, a restart) does not lose the cause.
+func stalledMessage(prev []metav1.Condition, self Ref, reason string) string {
+	msg := fmt.Sprintf("%s: %s", self, reason)
+	if c := apimeta.FindStatusCondition(prev, meta.ReadyCondition); c != nil &&
+		c.Status == metav1.ConditionFalse && strings.HasPrefix(c.Message, msg) {
+		return c.Message
+	}
+	return msg
 }
 
 // uninstall removes a deleted HelmRelease's release, then its finalizer.

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +172,14 @@ func TestHelmReleaseBadInputs(t *testing.T) {
 		waitFor(t, tc.hr, func() bool {
 			return readyIs(tc.hr, false)() && containsAll(conditions.GetMessage(tc.hr, meta.ReadyCondition), tc.says)
 		}, fmt.Sprintf("Ready=False saying %q", tc.says))
+	}
+	// A later reconcile of the stalled release (retries exhausted) keeps
+	// the cause in Ready's message.
+	requestReconcile(t, badChart)
+	token := badChart.Annotations[meta.ReconcileRequestAnnotation]
+	waitFor(t, badChart, func() bool { return badChart.Status.LastHandledReconcileAt == token }, "lastHandledReconcileAt = requestedAt")
+	if msg := conditions.GetMessage(badChart, meta.ReadyCondition); !strings.Contains(msg, "templates/cm.yaml") ||
+		!strings.Contains(msg, "retries (0) exhausted") {
+		t.Fatalf("a stalled release lost its cause on a later reconcile: Ready says %q", msg)
 	}
 }
