@@ -106,6 +106,10 @@ type Result struct {
 	CPU     time.Duration
 	// Requests are cozy-aio's API requests by HTTP method at that moment.
 	Requests map[string]int
+	// MachineSpeed is JSON round trips per second over every CPU (see
+	// machineSpeed), measured before the scale shape starts; 0 in the demo
+	// shape.
+	MachineSpeed float64
 	// Checks are the properties verified at the end; a failed one is an
 	// error.
 	Checks []Check
@@ -138,7 +142,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if fi, err := os.Stat(opts.Binary); err != nil || fi.IsDir() {
 		return nil, fmt.Errorf("demo: the cozy-aio binary %s is missing (make build writes bin/cozy-aio)", opts.Binary)
 	}
-	res := &Result{Started: time.Now(), Tenants: Tenants(opts.Tenants, opts.Releases, opts.Break)}
+	var speed float64
+	if opts.Scale {
+		speed = machineSpeed(time.Second)
+	}
+	res := &Result{Started: time.Now(), Tenants: Tenants(opts.Tenants, opts.Releases, opts.Break), MachineSpeed: speed}
 	if opts.WorkDir == "" {
 		d, err := os.MkdirTemp("", "cozy-aio-demo-")
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -256,6 +257,9 @@ func (h *harness) summary() {
 			fmt.Fprintf(out, ", %.1fs from the network being ready", r.AllSettled.Sub(r.NetworkReady).Seconds())
 		}
 		fmt.Fprintf(out, "; peak RSS %.0f MB; CPU %.1fs\n", float64(r.PeakRSS)/(1<<20), r.CPU.Seconds())
+		if r.MachineSpeed > 0 {
+			fmt.Fprintf(out, "machine speed before the run: %.0f JSON round trips/s on %d CPUs (runs compare at equal speed)\n", r.MachineSpeed, runtime.NumCPU())
+		}
 		if len(r.Requests) > 0 {
 			var total int
 			var methods []string
