@@ -2,8 +2,11 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -111,7 +114,7 @@ func (h *harness) verify(ctx context.Context) {
 			continue
 		}
 		hrReady := readyTime(hr.Status.Conditions)
-		depAvailable := h.deploymentAvailable(ctx, client.ObjectKey{Namespace: hr.Namespace, Name: hr.Name}, !hrReady.IsZero())
+		depAvailable, depState := h.deploymentAvailable(ctx, client.ObjectKey{Namespace: hr.Namespace, Name: hr.Name}, !hrReady.IsZero())
 		if !depAvailable.IsZero() {
 			available++
 		}
@@ -121,7 +124,8 @@ func (h *harness) verify(ctx context.Context) {
 		checked++
 		switch {
 		case depAvailable.IsZero():
-			bad = append(bad, fmt.Sprintf("%s/%s is Ready but its Deployment is not Available", hr.Namespace, hr.Name))
+			bad = append(bad, fmt.Sprintf("%s/%s is Ready (since %s) but its Deployment is not Available: %s",
+				hr.Namespace, hr.Name, hrReady.Format(time.TimeOnly), depState))
 		case hrReady.Before(depAvailable):
 			bad = append(bad, fmt.Sprintf("%s/%s Ready at %s before its Deployment was Available at %s", hr.Namespace, hr.Name, hrReady.Format(time.TimeOnly), depAvailable.Format(time.TimeOnly)))
 		}
@@ -133,27 +137,67 @@ func (h *harness) verify(ctx context.Context) {
 }
 
 // deploymentAvailable returns when the Deployment's Available condition
-// last became True, or zero. The harness reads it within 100 ms of the
-// last unit settling, which the simulator's controllers may not have
-// written yet on a loaded machine; when wait is set it reads again for up
-// to 10 s. The caller compares the transition time with the release's
-// Ready time, so a release Ready before its Deployment still fails.
-func (h *harness) deploymentAvailable(ctx context.Context, key client.ObjectKey, wait bool) time.Time {
+// last became True, or zero and a description of the Deployment. The
+// harness reads it within 100 ms of the last unit settling, which the
+// simulator's controllers may not have written yet on a loaded machine;
+// when wait is set it reads again for up to 10 s. The caller compares the
+// transition time with the release's Ready time, so a release Ready before
+// its Deployment still fails.
+func (h *harness) deploymentAvailable(ctx context.Context, key client.ObjectKey, wait bool) (time.Time, string) {
 	var available time.Time
+	var dep appsv1.Deployment
+	state := "not found"
 	read := func(ctx context.Context) (bool, error) {
-		var dep appsv1.Deployment
-		if err := h.c.Get(ctx, key, &dep); err == nil {
-			for _, c := range dep.Status.Conditions {
-				if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
-					available = c.LastTransitionTime.Time
-					return true, nil
-				}
+		if err := h.c.Get(ctx, key, &dep); err != nil {
+			state = err.Error()
+			return !wait, nil
+		}
+		for _, c := range dep.Status.Conditions {
+			if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+				available = c.LastTransitionTime.Time
+				return true, nil
 			}
 		}
+		state = describeDeployment(&dep)
 		return !wait, nil
 	}
 	_ = kwait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, read)
-	return available
+	if available.IsZero() {
+		h.dumpApp(ctx, key)
+	}
+	return available, state
+}
+
+// dumpApp writes a tenant application's Deployment, ReplicaSets and Pods
+// to logs/<namespace>-<name>.json, to see where the simulator stopped.
+func (h *harness) dumpApp(ctx context.Context, key client.ObjectKey) {
+	sel := client.MatchingLabels{"app.kubernetes.io/name": key.Name}
+	var dep appsv1.Deployment
+	var rss appsv1.ReplicaSetList
+	var pods corev1.PodList
+	_ = h.c.Get(ctx, key, &dep)
+	_ = h.c.List(ctx, &rss, client.InNamespace(key.Namespace), sel)
+	_ = h.c.List(ctx, &pods, client.InNamespace(key.Namespace), sel)
+	b, err := json.MarshalIndent(map[string]any{"deployment": dep, "replicaSets": rss.Items, "pods": pods.Items}, "", "  ")
+	if err == nil {
+		_ = os.WriteFile(filepath.Join(h.logs, key.Namespace+"-"+key.Name+".json"), b, 0o644)
+	}
+}
+
+// describeDeployment names a Deployment's generations, replica counts and
+// conditions, for a failed check.
+func describeDeployment(d *appsv1.Deployment) string {
+	var conds []string
+	for _, c := range d.Status.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s/%s since %s", c.Type, c.Status, c.Reason, c.LastTransitionTime.Format(time.TimeOnly)))
+	}
+	spec := int32(1)
+	if d.Spec.Replicas != nil {
+		spec = *d.Spec.Replicas
+	}
+	return fmt.Sprintf("generation %d observed %d, replicas spec %d status %d updated %d ready %d available %d, conditions [%s]",
+		d.Generation, d.Status.ObservedGeneration, spec, d.Status.Replicas, d.Status.UpdatedReplicas,
+		d.Status.ReadyReplicas, d.Status.AvailableReplicas, strings.Join(conds, ", "))
 }
 
 func (h *harness) brokenReleases() int {
