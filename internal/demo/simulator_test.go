@@ -41,7 +41,7 @@ func TestClusterRestoresPodReadiness(t *testing.T) {
 			},
 		}
 	}
-	ready := func(name string, want corev1.ConditionStatus) error {
+	ready := func(name string) error {
 		return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -49,7 +49,7 @@ func TestClusterRestoresPodReadiness(t *testing.T) {
 			}
 			for _, cond := range p.Status.Conditions {
 				if cond.Type == corev1.PodReady {
-					return p.Status.Phase == corev1.PodRunning && cond.Status == want, nil
+					return p.Status.Phase == corev1.PodRunning && cond.Status == corev1.ConditionTrue, nil
 				}
 			}
 			return false, nil
@@ -68,7 +68,7 @@ func TestClusterRestoresPodReadiness(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod("app", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ready("app", corev1.ConditionTrue); err != nil {
+	if err := ready("app"); err != nil {
 		t.Fatalf("the pod did not become Running and Ready: %v", err)
 	}
 	// Mark it NotReady the way the node lifecycle controller does.
@@ -85,7 +85,7 @@ func TestClusterRestoresPodReadiness(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ready("app", corev1.ConditionTrue); err != nil {
+	if err := ready("app"); err != nil {
 		t.Fatalf("a pod marked NotReady on a healthy node must become Ready again, as a kubelet's next sync makes it: %v", err)
 	}
 }

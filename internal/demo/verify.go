@@ -146,12 +146,13 @@ func (h *harness) verify(ctx context.Context) {
 func (h *harness) deploymentAvailable(ctx context.Context, key client.ObjectKey, wait bool) (time.Time, string) {
 	var available time.Time
 	var dep appsv1.Deployment
-	state := "not found"
+	state, found := "not found", false
 	read := func(ctx context.Context) (bool, error) {
 		if err := h.c.Get(ctx, key, &dep); err != nil {
 			state = err.Error()
 			return !wait, nil
 		}
+		found = true
 		for _, c := range dep.Status.Conditions {
 			if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
 				available = c.LastTransitionTime.Time
@@ -162,7 +163,7 @@ func (h *harness) deploymentAvailable(ctx context.Context, key client.ObjectKey,
 		return !wait, nil
 	}
 	_ = kwait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, read)
-	if available.IsZero() {
+	if found && available.IsZero() {
 		h.dumpApp(ctx, key)
 	}
 	return available, state
