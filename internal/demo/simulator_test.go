@@ -17,7 +17,9 @@ import (
 // controller creates: it marks a pod NotReady when the pod lands on a node
 // that its health view, refreshed every 5 s, still holds NotReady. A
 // kubelet writes the pod's status back; the simulator must too, or the
-// pod's Deployment never becomes Available.
+// pod's Deployment never becomes Available. It lives here, beside the
+// simulator's user, because testenv's own tests hold the machine's
+// control-plane lock for their whole run.
 func TestClusterRestoresPodReadiness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
