@@ -164,24 +164,23 @@ func (h *harness) deploymentAvailable(ctx context.Context, key client.ObjectKey,
 	}
 	_ = kwait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, read)
 	if found && available.IsZero() {
-		h.dumpApp(ctx, key)
+		h.dumpApp(ctx, &dep)
 	}
 	return available, state
 }
 
-// dumpApp writes a tenant application's Deployment, ReplicaSets and Pods
-// to logs/<namespace>-<name>.json, to see where the simulator stopped.
-func (h *harness) dumpApp(ctx context.Context, key client.ObjectKey) {
-	sel := client.MatchingLabels{"app.kubernetes.io/name": key.Name}
-	var dep appsv1.Deployment
+// dumpApp writes a tenant application's Deployment (as last read), its
+// ReplicaSets and Pods to logs/<namespace>-<name>.json, to see where the
+// simulator stopped.
+func (h *harness) dumpApp(ctx context.Context, dep *appsv1.Deployment) {
+	sel := client.MatchingLabels{"app.kubernetes.io/name": dep.Name}
 	var rss appsv1.ReplicaSetList
 	var pods corev1.PodList
-	_ = h.c.Get(ctx, key, &dep)
-	_ = h.c.List(ctx, &rss, client.InNamespace(key.Namespace), sel)
-	_ = h.c.List(ctx, &pods, client.InNamespace(key.Namespace), sel)
+	_ = h.c.List(ctx, &rss, client.InNamespace(dep.Namespace), sel)
+	_ = h.c.List(ctx, &pods, client.InNamespace(dep.Namespace), sel)
 	b, err := json.MarshalIndent(map[string]any{"deployment": dep, "replicaSets": rss.Items, "pods": pods.Items}, "", "  ")
 	if err == nil {
-		_ = os.WriteFile(filepath.Join(h.logs, key.Namespace+"-"+key.Name+".json"), b, 0o644)
+		_ = os.WriteFile(filepath.Join(h.logs, dep.Namespace+"-"+dep.Name+".json"), b, 0o644)
 	}
 }
 
