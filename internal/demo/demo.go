@@ -52,6 +52,9 @@ type Options struct {
 	// Scale runs the scale benchmark's shape instead: a plain API server
 	// and etcd, no simulated nodes, and charts of three ConfigMaps.
 	Scale bool
+	// NetworkDelay is how long the simulated CNI takes from its agent pod
+	// being Ready on a node to the node's network. Default: none.
+	NetworkDelay time.Duration
 	// Audit writes the API server's audit log (metadata of every request)
 	// to logs/audit.log, to see which requests cozy-aio makes.
 	Audit bool
@@ -236,7 +239,7 @@ func (h *harness) setup(ctx context.Context) error {
 		}
 		h.say("starting the simulated cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok; %d nodes without a network", h.opts.Nodes)
 		h.cluster, err = testenv.StartCluster(ctx, testenv.ClusterOptions{
-			Nodes: h.opts.Nodes, LogDir: h.logs,
+			Nodes: h.opts.Nodes, LogDir: h.logs, NetworkDelay: h.opts.NetworkDelay,
 			ControlPlane: testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), StartTimeout: 2 * time.Minute, APIServerArgs: h.auditArgs()},
 		})
 		if err != nil {

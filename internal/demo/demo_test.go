@@ -45,11 +45,14 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("healthy", func(t *testing.T) {
 		var out bytes.Buffer
 		work := t.TempDir()
-		// Progress every 100 ms: cozy-aio leaves the network phase about a
-		// second after it starts, before a 2 s progress line would show it.
+		// Progress every 100 ms, and a CNI that takes 3 s to configure a
+		// node, as real ones take seconds: with an instant one cozy-aio
+		// may leave the network phase before its /metrics first answers
+		// (seen once under make test's load), and no progress line could
+		// show the phase.
 		res, err := demo.Run(context.Background(), demo.Options{
 			Tenants: 3, Releases: 2, Binary: bin, WorkDir: work, Out: &out, Timeout: 5 * time.Minute,
-			Every: 100 * time.Millisecond,
+			Every: 100 * time.Millisecond, NetworkDelay: 3 * time.Second,
 		})
 		t.Log("\n" + out.String())
 		if err != nil {

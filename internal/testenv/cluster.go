@@ -45,6 +45,10 @@ type ClusterOptions struct {
 	// NetworkPodLabels select the pods of the network agent (the CNI
 	// DaemonSet). Default: DefaultNetworkPodLabels.
 	NetworkPodLabels map[string]string
+	// NetworkDelay is how long the simulated network plugin takes from
+	// its agent pod being Ready on a node to the node's network, as a real
+	// CNI agent takes a while to configure a node. Default: none.
+	NetworkDelay time.Duration
 	// LogDir receives one log file per part and the admin kubeconfig.
 	// Default: a new temporary directory, kept after Stop for reading.
 	LogDir string
@@ -66,8 +70,10 @@ type Cluster struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu        sync.Mutex
-	networkAt map[string]time.Time
+	mu sync.Mutex
+	// agentReadyAt is when the plugin first saw a Ready agent pod on each
+	// node, networkAt when it gave the node its network.
+	agentReadyAt, networkAt map[string]time.Time
 }
 
 // StartCluster starts a simulated cluster whose nodes are registered but
@@ -107,7 +113,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{ControlPlane: cp, LogDir: opts.LogDir, networkAt: map[string]time.Time{}, done: make(chan struct{})}
+	c := &Cluster{ControlPlane: cp, LogDir: opts.LogDir, agentReadyAt: map[string]time.Time{}, networkAt: map[string]time.Time{}, done: make(chan struct{})}
 	if err := c.start(ctx, dir, opts); err != nil {
 		_ = c.Stop()
 		return nil, err
@@ -195,7 +201,7 @@ leaderElection:
 	c.cancel = cancel
 	go func() {
 		defer close(c.done)
-		c.networkPlugin(runCtx, cs, opts.NetworkPodLabels)
+		c.networkPlugin(runCtx, cs, opts.NetworkPodLabels, opts.NetworkDelay)
 	}()
 	// The nodes are up once kwok has played their first stage.
 	return waitUntil(ctx, 2*time.Minute, func() (bool, error) {
@@ -236,30 +242,45 @@ func (c *Cluster) run(path string, args []string) error {
 	return nil
 }
 
-// networkPlugin is the simulated CNI: when a network agent pod is Running
-// and Ready on a node, the node gets its network.
-func (c *Cluster) networkPlugin(ctx context.Context, cs kubernetes.Interface, sel map[string]string) {
+// networkPlugin is the simulated CNI: delay after a network agent pod is
+// Running and Ready on a node, the node gets its network.
+func (c *Cluster) networkPlugin(ctx context.Context, cs kubernetes.Interface, sel map[string]string, delay time.Duration) {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.SelectorFromSet(sel).String()
 	}))
 	inf := f.Core().V1().Pods().Informer()
-	handle := func(obj any) {
+	var handle func(obj any)
+	handle = func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok || pod.Spec.NodeName == "" || pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
 			return
 		}
+		node := pod.Spec.NodeName
 		c.mu.Lock()
-		_, done := c.networkAt[pod.Spec.NodeName]
+		_, done := c.networkAt[node]
+		first, seen := c.agentReadyAt[node]
+		if !seen {
+			first = time.Now()
+			c.agentReadyAt[node] = first
+		}
 		c.mu.Unlock()
 		if done {
 			return
 		}
+		if wait := time.Until(first.Add(delay)); wait > 0 {
+			if !seen {
+				time.AfterFunc(wait, func() { handle(pod) })
+			}
+			return
+		}
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"ready"}}}`, NetworkAnnotation)
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, pod.Spec.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			return // the next pod event retries
 		}
 		c.mu.Lock()
-		c.networkAt[pod.Spec.NodeName] = time.Now()
+		if _, done := c.networkAt[node]; !done {
+			c.networkAt[node] = time.Now()
+		}
 		c.mu.Unlock()
 	}
 	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
