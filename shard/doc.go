@@ -40,4 +40,27 @@
 //		return reconcile(ctx)
 //	})
 //	go pool.Start(ctx)
+//
+// # Replicas
+//
+// Several replicas of one process can share the shards, each shard run by
+// the replica that holds its Lease. Spread is the pure function that says
+// which replica should own each shard: rendezvous hashing of the replica
+// IDs, bounded to ceil(S/R) shards per replica, so that a replica joining or
+// leaving moves few shards; the hash is frozen by a golden test. A Pool with
+// PoolOptions.Owned runs only the items of the shards it owns and keeps the
+// others queued; Recheck wakes it when it gains a shard, and Drain waits for
+// a shard's running items before its Lease is released.
+//
+//	owner := shard.Spread(shard.Range(16), []string{"cozy-aio-0", "cozy-aio-1"})
+//	pool := shard.NewPool(shard.PoolOptions{Shards: 16, Owned: func(s int) bool {
+//		return held[s].Load() // an atomic.Bool per Lease held
+//	}})
+//	// Lease of shard s acquired:
+//	held[s].Store(true)
+//	pool.Recheck()
+//	// Before releasing it:
+//	held[s].Store(false)
+//	pool.Recheck()
+//	err := pool.Drain(ctx, s)
 package shard

@@ -77,3 +77,33 @@ func ExamplePool() {
 	// tenant-a: 2 succeeded
 	// tenant-b: 1 succeeded
 }
+
+func ExampleSpread() {
+	replicas := []string{"cozy-aio-0", "cozy-aio-1", "cozy-aio-2"}
+	shards := shard.Range(8)
+	owner := shard.Spread(shards, replicas)
+	for _, r := range replicas {
+		var own []int
+		for _, s := range shards {
+			if owner[s] == r {
+				own = append(own, s)
+			}
+		}
+		fmt.Println(r, "holds the Leases of shards", own)
+	}
+	// When cozy-aio-1 leaves, its shards need a new owner; here no other
+	// shard moves.
+	after := shard.Spread(shards, []string{"cozy-aio-2", "cozy-aio-0"})
+	for _, s := range shards {
+		if after[s] != owner[s] {
+			fmt.Printf("shard %d: %s → %s\n", s, owner[s], after[s])
+		}
+	}
+	// Output:
+	// cozy-aio-0 holds the Leases of shards [2 3 7]
+	// cozy-aio-1 holds the Leases of shards [1 4 6]
+	// cozy-aio-2 holds the Leases of shards [0 5]
+	// shard 1: cozy-aio-1 → cozy-aio-2
+	// shard 4: cozy-aio-1 → cozy-aio-0
+	// shard 6: cozy-aio-1 → cozy-aio-2
+}

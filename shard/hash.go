@@ -7,12 +7,18 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// The functions in this file are frozen by TestDeterministic: changing them
-// moves tenants between shards on upgrade, so the golden file must only be
+// The functions in this file are frozen by TestDeterministic and
+// TestSpreadDeterministic: changing them moves tenants between shards, or
+// shards between replicas, on upgrade, so the golden files must only be
 // regenerated on purpose.
 
 // tenantHash is the 64-bit identity of a tenant ID.
 func tenantHash(id string) uint64 { return xxhash.Sum64String(id) }
+
+// replicaHash is the 64-bit identity of a replica ID in Spread. It is the
+// tenant hash: both are IDs hashed by xxhash64, and Spread scores a replica
+// against a shard exactly as Assign scores a tenant.
+func replicaHash(id string) uint64 { return xxhash.Sum64String(id) }
 
 // shardSeed is the 64-bit identity of a shard ID. Shards are mixed through
 // the same finalizer as scores so that neighbouring IDs are unrelated.

@@ -37,6 +37,24 @@ type PoolOptions struct {
 	// items to finish before it cancels their context and returns. Zero
 	// means 30s.
 	GracePeriod time.Duration
+	// Owned reports whether this pool may run the items of a shard, for
+	// replicas that share shards by holding a Lease per shard. The items of
+	// a shard that is not owned stay queued, and their failure backoff and
+	// AddAfter delays run out as usual, but none of them starts; their wait
+	// time in Stats includes the time the shard was not owned. When the
+	// answer changes to true, call Recheck so that the shard's workers look
+	// again; before giving a shard up, make Owned return false for it and
+	// call Drain. Nil means every shard is owned. Shard IDs are 0..N-1 and an
+	// automatic count changes N, so replicas that share shards want a fixed
+	// Shards.
+	//
+	// Owned is called with the pool's lock held, by the workers before each
+	// item and by Add, AddAfter, Stats and the delay loop. It must be cheap,
+	// must not block, and must not call the pool. It must read its answer
+	// safely against the goroutine that changes it, preferably from an
+	// atomic: a lock that Owned takes must never be held while calling the
+	// pool, or a worker and the caller wait for each other.
+	Owned func(shard int) bool
 }
 
 func (o PoolOptions) normalize() PoolOptions {
@@ -77,6 +95,12 @@ type Pool struct {
 	wg       sync.WaitGroup
 	kick     chan struct{}
 	now      func() time.Time
+
+	// runningOn counts running items by the shard they started on, which
+	// Drain waits on; drained holds a channel, closed when the count of a
+	// shard falls to zero, for each shard that a Drain waits for.
+	runningOn map[int]int
+	drained   map[int]chan struct{}
 }
 
 // NewPool returns a pool with no tenants. Items may be added before Start.
@@ -86,6 +110,9 @@ func NewPool(opts PoolOptions) *Pool {
 		groups: map[*fairQueue]*group{},
 		kick:   make(chan struct{}, 1),
 		now:    time.Now,
+
+		runningOn: map[int]int{},
+		drained:   map[int]chan struct{}{},
 	}
 }
 
@@ -195,10 +222,17 @@ func (p *Pool) afterChange(shardsBefore int) {
 	}
 }
 
+// signal wakes one worker of q's shard to take new work. A shard that is
+// not owned is left asleep: its worker would find nothing to run.
 func (p *Pool) signal(q *fairQueue) {
-	if g := p.groups[q]; g != nil {
+	if g := p.groups[q]; g != nil && p.owned(g.id) {
 		g.cond.Signal()
 	}
+}
+
+// owned reports PoolOptions.Owned for a shard.
+func (p *Pool) owned(shard int) bool {
+	return p.s.o.Owned == nil || p.s.o.Owned(shard)
 }
 
 func (p *Pool) spawn(q *fairQueue, g *group) {

@@ -58,24 +58,30 @@ func (p *Pool) Start(ctx context.Context) error {
 	}
 }
 
-// work is one worker of a shard. It leaves when the pool stops or its shard
-// is removed, always after finishing the item in hand.
+// work is one worker of a shard. It runs items only while the pool owns
+// the shard, and leaves when the pool stops or its shard is removed, always
+// after finishing the item in hand.
 func (p *Pool) work(q *fairQueue, g *group) {
 	defer p.wg.Done()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for !p.stopping && p.groups[q] == g {
-		it := p.s.next(p.now(), q)
+		var it *item
+		if p.owned(g.id) {
+			it = p.s.next(p.now(), q)
+		}
 		if it == nil {
 			g.cond.Wait()
 			continue
 		}
 		fn := it.fn
+		p.runningOn[g.id]++
 		p.mu.Unlock()
 		start := p.now()
 		err := run(p.workCtx, fn)
 		took := p.now().Sub(start)
 		p.mu.Lock()
+		p.finished(g.id)
 		next := p.s.done(p.now(), it, err, took)
 		if it.state == waiting {
 			p.kickDelay()
@@ -83,6 +89,58 @@ func (p *Pool) work(q *fairQueue, g *group) {
 		if next != q {
 			p.signal(next)
 		}
+	}
+}
+
+// finished records the end of an item that started on shard and releases
+// the Drains waiting for the shard once none is left.
+func (p *Pool) finished(shard int) {
+	p.runningOn[shard]--
+	if p.runningOn[shard] > 0 {
+		return
+	}
+	delete(p.runningOn, shard)
+	if ch := p.drained[shard]; ch != nil {
+		close(ch)
+		delete(p.drained, shard)
+	}
+}
+
+// Recheck wakes the workers of every shard to ask PoolOptions.Owned again,
+// after its answer changed, so that the queued items of a shard that became
+// owned start at once.
+func (p *Pool) Recheck() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, g := range p.groups {
+		g.cond.Broadcast()
+	}
+}
+
+// Drain blocks until no item that started on shard is running, counting an
+// item on the shard it started on even if its tenant moved since, or until
+// ctx ends, and then returns ctx.Err(). It starts nothing and stops nothing:
+// to give a shard up, make PoolOptions.Owned return false for it first, so
+// that no item starts there once Drain has returned, then call Drain.
+// Workers ask Owned before every item, so giving a shard up needs no
+// Recheck, though one does no harm.
+func (p *Pool) Drain(ctx context.Context, shard int) error {
+	p.mu.Lock()
+	if p.runningOn[shard] == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	ch := p.drained[shard]
+	if ch == nil {
+		ch = make(chan struct{})
+		p.drained[shard] = ch
+	}
+	p.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

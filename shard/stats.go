@@ -21,6 +21,9 @@ type ShardStats struct {
 	Load int
 	// Tenants is the number of tenants placed on the shard.
 	Tenants int
+	// Owned is what PoolOptions.Owned answers for the shard: whether the
+	// pool may start its items.
+	Owned bool
 	// Queued is the number of items ready to run; Waiting the number
 	// waiting for a failure backoff or an AddAfter delay to end; Running the
 	// number running now. All are counted on the tenant's current shard.
@@ -46,7 +49,11 @@ type TenantStats struct {
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.s.stats()
+	st := p.s.stats()
+	for i := range st.Shards {
+		st.Shards[i].Owned = p.owned(st.Shards[i].ID)
+	}
+	return st
 }
 
 func (s *sched) stats() Stats {
