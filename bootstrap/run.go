@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cozystack/cozy-aio/engine"
@@ -87,8 +88,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 		return err
 	}
 	log.Info("CRDs installed")
-	if err := applyBootstrapDir(ctx, c, opts, log); err != nil {
-		return err
+	if !opts.Engine.Replicas.Enabled {
+		if err := applyBootstrapDir(ctx, c, opts, log); err != nil {
+			return err
+		}
 	}
 	if opts.Engine.Registry == nil {
 		// The engine's default; set here so the phase gauge lands beside it.
@@ -104,6 +107,16 @@ func Run(ctx context.Context, opts RunOptions) error {
 	e, err := engine.New(cfg, eopts)
 	if err != nil {
 		return err
+	}
+	if opts.Engine.Replicas.Enabled {
+		// Only the leader applies the bootstrap directory: replicas on
+		// nodes whose directories differ (mid-upgrade) must not fight.
+		err := e.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return applyBootstrapDir(ctx, c, opts, log)
+		}))
+		if err != nil {
+			return err
+		}
 	}
 	if err := watchNetwork(ctx, e, phases, opts.Network, log); err != nil {
 		return err

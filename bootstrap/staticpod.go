@@ -134,9 +134,14 @@ func StaticPod(opts StaticPodOptions) (*corev1.Pod, error) {
 				Image:   o.Image,
 				Command: []string{"/cozy-aio"},
 				Args:    args,
-				Env: []corev1.EnvVar{{
-					Name: "GOMEMLIMIT", Value: strconv.FormatInt(limit.Value()*9/10, 10),
-				}},
+				// The same manifest on every control-plane node: each replica
+				// is named after its node (--replica-id) and keeps its Leases
+				// in the pod's namespace.
+				Env: []corev1.EnvVar{
+					{Name: "GOMEMLIMIT", Value: strconv.FormatInt(limit.Value()*9/10, 10)},
+					{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+					{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+				},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceMemory: memReq, corev1.ResourceCPU: cpuReq},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: limit},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -66,11 +67,18 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 			b = b.Watches(dep.newObject(), handler.EnqueueRequestsFromMapFunc(e.dependentsOf(dep.kind, k.kind)),
 				builder.WithPredicates(readinessChanged{}))
 		}
+		// The HelmRelease reconciler runs on every replica (each admits only
+		// the releases of the shards it owns); the others on the leader,
+		// with their informers synced on standbys too, so that a takeover
+		// starts warm.
+		onLeader := k.kind != helmv2.HelmReleaseKind
 		err := b.
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: e.opts.Concurrency,
 				// Several engines may share a process (tests, embedders).
 				SkipNameValidation: &skipNameValidation,
+				NeedLeaderElection: &onLeader,
+				EnableWarmup:       &onLeader,
 			}).
 			Complete(k.reconciler)
 		if err != nil {

@@ -26,8 +26,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,12 +50,7 @@ import (
 // Flux kinds the engine reconciles.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(sourcev1.AddToScheme(s))
-	utilruntime.Must(swv1beta1.AddToScheme(s))
-	utilruntime.Must(kustomizev1.AddToScheme(s))
-	utilruntime.Must(helmv2.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(AddToScheme(s))
 	return s
 }
 
@@ -68,22 +65,31 @@ type Engine struct {
 	metrics  *fluxmetrics.Recorder
 	registry *prometheus.Registry
 	graph    *depGraph
-	started  atomic.Bool
 	recorder recorder.EventRecorder
+	// start is when this engine was built: the incarnation recorded on
+	// the Helm releases it writes and on its replica Lease.
+	start time.Time
+	// ownManager is set by New: Start installs the CRDs and starts mgr.
+	ownManager bool
+	// replicas coordinates with other engines; nil when alone.
+	replicas *replicas
 
 	appliers   appliers
 	applyCache *apply.Cache
 	waits      waits
 	pool       *shard.Pool
 	helm       helmWork
-	// runCtx lives as long as Start; waits started by reconcilers use it.
-	runCtx context.Context
+	// runCtx lives as long as the manager runs; waits started by
+	// reconcilers use it.
+	runCtx atomic.Pointer[context.Context]
 
 	wake      map[string]chan event.GenericEvent
 	newObject map[string]func() client.Object
 }
 
-// New builds an Engine on cfg. Nothing runs until Start.
+// New builds an Engine on cfg, with a manager of its own. Nothing runs
+// until Start. With Options.Replicas enabled, the manager elects a leader
+// through the Lease Replicas.LeaderLease.
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
@@ -95,11 +101,7 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// warning (for example about Flux's finalizer name) on every write.
 		cfg.WarningHandlerWithContext = ctrllog.NewKubeAPIWarningLogger(ctrllog.KubeAPIWarningLoggerOptions{Deduplicate: true})
 	}
-	registry := opts.Registry
-	if registry == nil {
-		registry = ctrlmetrics.Registry.(*prometheus.Registry)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mopts := ctrl.Options{
 		Scheme:                 NewScheme(),
 		Logger:                 opts.Logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -108,9 +110,52 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// cluster-wide informer would hold every Secret in memory and
 		// receive every Helm release revision written (as Flux does).
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
-	})
+	}
+	var leader *heldLock
+	if r := opts.Replicas; r.Enabled {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		leader = &heldLock{Interface: &resourcelock.LeaseLock{
+			LeaseMeta: leaseMeta(r.Namespace, r.LeaderLease), Client: cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.HolderID},
+		}}
+		mopts.LeaderElection = true
+		mopts.LeaderElectionID = r.LeaderLease
+		mopts.LeaderElectionNamespace = r.Namespace
+		mopts.LeaderElectionResourceLockInterface = leader
+		mopts.LeaderElectionReleaseOnCancel = true
+		mopts.LeaseDuration, mopts.RenewDeadline, mopts.RetryPeriod = &r.LeaseDuration, &r.RenewDeadline, &r.RetryPeriod
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	e, err := setup(mgr, cfg, opts, leader)
+	if err != nil {
+		return nil, err
+	}
+	e.ownManager = true
+	return e, nil
+}
+
+// Setup builds an Engine on a manager the embedder owns, sharing its
+// client, cache and leader election: the source, ArtifactGenerator and
+// Kustomization reconcilers run where mgr is the leader, and the
+// HelmRelease reconciler on every instance (with Options.Replicas
+// enabled, each instance runs only the Helm shards whose Lease it holds).
+// The manager's scheme must hold the engine's types (AddToScheme). The
+// embedder installs the CRDs (InstallCRDs) and starts mgr; Engine.Start
+// is not used.
+func Setup(mgr manager.Manager, opts Options) (*Engine, error) {
+	return setup(mgr, mgr.GetConfig(), opts.withDefaults(), nil)
+}
+
+func setup(mgr manager.Manager, cfg *rest.Config, opts Options, leader *heldLock) (*Engine, error) {
+	registry := opts.Registry
+	if registry == nil {
+		registry = ctrlmetrics.Registry.(*prometheus.Registry)
 	}
 	store, err := source.NewStore(opts.DataDir, source.StoreOptions{BaseURL: opts.ArtifactBaseURL})
 	if err != nil {
@@ -124,34 +169,77 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(applyCache); err != nil {
-		return nil, err
-	}
 	e := &Engine{
-		applyCache: applyCache, runCtx: context.Background(),
+		applyCache: applyCache, start: time.Now(),
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
 		recorder: mgr.GetEventRecorder("cozy-aio"),
 	}
-	e.pool = shard.NewPool(shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers})
-	if err := mgr.Add(e.pool); err != nil {
-		return nil, err
+	e.runCtx.Store(&contextBackground)
+	popts := shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers}
+	if opts.Replicas.Enabled {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		e.replicas = newReplicas(e, cs, e.start)
+		e.replicas.leader = leader
+		if leader != nil {
+			leader.onEvent = e.replicas.leaderEvent
+		}
+		popts.Owned = e.replicas.owns
+		// Every replica must derive the same shard count from the same
+		// HelmReleases: no hysteresis, which depends on each one's history.
+		popts.Auto.Hysteresis = -1
 	}
-	if err := registerPool(registry, e.pool); err != nil {
+	e.pool = shard.NewPool(popts)
+	if err := registerPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
 		return nil, fmt.Errorf("registering the shard metrics: %w", err)
 	}
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(server); err != nil {
-		return nil, err
-	}
+	runnables := []manager.Runnable{applyCache, e.pool, server, manager.RunnableFunc(e.keepRunContext)}
 	if opts.HealthAddr != "" {
-		if err := mgr.Add(manager.RunnableFunc(e.serveHealth)); err != nil {
+		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
+	}
+	if e.replicas != nil {
+		runnables = append(runnables, e.replicas)
+	}
+	for _, r := range runnables {
+		if err := mgr.Add(everyReplica{r}); err != nil {
 			return nil, err
 		}
 	}
 	return e, nil
+}
+
+// everyReplica runs a part of the engine on every replica, not only on
+// the leader.
+type everyReplica struct{ manager.Runnable }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+var contextBackground = context.Background()
+
+// keepRunContext makes the manager's context the one that waits started
+// by reconcilers live in.
+func (e *Engine) keepRunContext(ctx context.Context) error {
+	e.runCtx.Store(&ctx)
+	<-ctx.Done()
+	return nil
+}
+
+// AddToScheme adds the types the engine reconciles to s, for a manager
+// an embedder builds for Setup.
+func AddToScheme(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sourcev1.AddToScheme,
+		swv1beta1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var defaultRecorder = fluxmetrics.NewRecorder()
@@ -190,17 +278,23 @@ func (e *Engine) Store() *source.Store { return e.store }
 func (e *Engine) ArtifactAddr() string { return e.server.Addr() }
 
 // Start installs the CRDs when asked, then runs every reconciler until ctx
-// ends.
+// ends. An engine built by Setup is started with its manager instead.
 func (e *Engine) Start(ctx context.Context) error {
+	if !e.ownManager {
+		return errors.New("engine: built by Setup on the embedder's manager: start the manager instead")
+	}
 	if e.opts.InstallCRDs {
 		if err := InstallCRDs(ctx, e.cfg, e.opts.FieldManager); err != nil {
 			return err
 		}
 	}
-	e.runCtx = ctx
-	e.started.Store(true)
 	return e.mgr.Start(ctx)
 }
+
+// Add runs r with the engine. Unless r says otherwise
+// (manager.LeaderElectionRunnable), it runs only on the leader when
+// replicas are enabled, as the bootstrap directory is applied.
+func (e *Engine) Add(r manager.Runnable) error { return e.mgr.Add(r) }
 
 // CRDDigestAnnotation records, on each CRD InstallCRDs applies, the digest
 // of what it applied: a later start applies only the CRDs whose digest
@@ -279,6 +373,9 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 			return
 		}
 		msg := "ok"
+		if e.replicas != nil {
+			msg += "\n" + e.Replica().String()
+		}
 		if e.opts.ReadyzDetail != nil {
 			msg += "\n" + e.opts.ReadyzDetail()
 		}

@@ -34,12 +34,25 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	self := Ref{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}
+	tenant := e.tenantOf(obj)
 	if !obj.DeletionTimestamp.IsZero() {
 		e.graph.Remove(self)
-		e.weigh(e.tenantOf(obj), self, false)
+		e.weigh(tenant, self, false)
 		if controllerutil.ContainsFinalizer(obj, Finalizer) {
 			e.dispatchHelm(obj, self, r.uninstall)
 		}
+		return ctrl.Result{}, nil
+	}
+	// Every replica weighs every release the same way, so that all place
+	// the tenants on the same shards.
+	e.weigh(tenant, self, true)
+	if !e.ownsTenant(tenant) {
+		// Another replica owns the tenant's shard. Should this one come to
+		// own it, the parked item brings the release back here.
+		e.pool.Add(tenant, self.String(), func(context.Context) error {
+			e.enqueue(self)
+			return nil
+		})
 		return ctrl.Result{}, nil
 	}
 	if obj.Spec.Suspend {
@@ -60,7 +73,6 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
 			timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
 	}
-	e.weigh(e.tenantOf(obj), self, true)
 	e.dispatchHelm(obj, self, r.release)
 	return ctrl.Result{}, nil
 }

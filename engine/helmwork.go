@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"os"
 	"sync"
 	"time"
 
@@ -23,11 +22,12 @@ type helmWork struct {
 
 func (e *Engine) helmManager() (*helm.Manager, error) {
 	e.helm.once.Do(func() {
-		id := e.opts.HolderID
-		if id == "" {
-			id, _ = os.Hostname()
+		opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}}
+		if e.replicas != nil {
+			opts.HolderAlive = e.replicas.alive
+			opts.Fence = e.replicas.fence
 		}
-		e.helm.manager, e.helm.err = helm.New(e.cfg, helm.Options{Holder: helm.Holder{ID: id, Start: time.Now()}})
+		e.helm.manager, e.helm.err = helm.New(e.cfg, opts)
 	})
 	return e.helm.manager, e.helm.err
 }

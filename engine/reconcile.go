@@ -76,6 +76,10 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 	default:
 		conditions.MarkFalse(obj, meta.ReadyCondition, out.reason, "%s", out.message)
 	}
+	if !e.mayWriteStatus(ctx, kind, obj) {
+		// Leadership or the shard moved on: the new holder writes.
+		return ctrl.Result{}, nil
+	}
 	if err := e.mgr.GetClient().Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil

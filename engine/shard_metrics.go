@@ -13,17 +13,24 @@ import (
 // queue depth, and the time each tenant's items waited for a worker.
 type poolCollector struct {
 	pool                        *shard.Pool
+	owns                        func(int) bool
+	leading                     func() bool
+	owned, leader               *prometheus.Desc
 	load, tenants, items        *prometheus.Desc
 	waitSeconds, waits, waitMax *prometheus.Desc
 	succeeded, failed           *prometheus.Desc
 }
 
-func newPoolCollector(p *shard.Pool) *poolCollector {
+func newPoolCollector(p *shard.Pool, owns func(int) bool, leading func() bool) *poolCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &poolCollector{
 		pool:        p,
+		owns:        owns,
+		leading:     leading,
+		owned:       d("cozy_aio_shard_owned", "1 when this replica runs the Helm shard's work (it holds the shard's Lease, or runs alone).", "shard"),
+		leader:      d("cozy_aio_leader", "1 when this replica leads: it runs the source, ArtifactGenerator and Kustomization reconcilers (always 1 when alone)."),
 		load:        d("cozy_aio_shard_load", "Total weight (HelmReleases) of the tenants placed on a Helm shard.", "shard"),
 		tenants:     d("cozy_aio_shard_tenants", "Tenants placed on a Helm shard.", "shard"),
 		items:       d("cozy_aio_shard_items", "Helm work items on a shard: queued (ready to run), waiting (backoff or delay) and running.", "shard", "state"),
@@ -36,16 +43,18 @@ func newPoolCollector(p *shard.Pool) *poolCollector {
 }
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.load, c.tenants, c.items, c.waitSeconds, c.waits, c.waitMax, c.succeeded, c.failed} {
+	for _, d := range []*prometheus.Desc{c.owned, c.leader, c.load, c.tenants, c.items, c.waitSeconds, c.waits, c.waitMax, c.succeeded, c.failed} {
 		ch <- d
 	}
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.pool.Stats()
+	ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, b2f(c.leading()))
 	for _, s := range st.Shards {
 		id := strconv.Itoa(s.ID)
 		ch <- prometheus.MustNewConstMetric(c.load, prometheus.GaugeValue, float64(s.Load), id)
+		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, b2f(c.owns(s.ID)), id)
 		ch <- prometheus.MustNewConstMetric(c.tenants, prometheus.GaugeValue, float64(s.Tenants), id)
 		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(s.Queued), id, "queued")
 		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(s.Waiting), id, "waiting")
@@ -62,8 +71,8 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 
 // registerPool exports the pool in registry. A later engine in the same
 // process takes the place of an earlier one.
-func registerPool(registry prometheus.Registerer, p *shard.Pool) error {
-	c := newPoolCollector(p)
+func registerPool(registry prometheus.Registerer, p *shard.Pool, owns func(int) bool, leading func() bool) error {
+	c := newPoolCollector(p, owns, leading)
 	err := registry.Register(c)
 	var are prometheus.AlreadyRegisteredError
 	if errors.As(err, &are) {
@@ -71,4 +80,11 @@ func registerPool(registry prometheus.Registerer, p *shard.Pool) error {
 		err = registry.Register(c)
 	}
 	return err
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

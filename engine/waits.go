@@ -112,7 +112,7 @@ func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, ref
 		e.waits.m = map[Ref]*waitEntry{}
 	}
 	e.waits.m[key.ref] = entry
-	entry.handle = waiter.Start(e.runCtx, hrefs, health.WaitOptions{
+	entry.handle = waiter.Start(*e.runCtx.Load(), hrefs, health.WaitOptions{
 		Timeout: timeout,
 		OnDone: func(rep health.Report, err error) {
 			e.waits.mu.Lock()

@@ -190,3 +190,31 @@ func TestPoolDrainContext(t *testing.T) {
 		t.Fatalf("Drain() = %v, want context.DeadlineExceeded", err)
 	}
 }
+
+func TestFromContext(t *testing.T) {
+	p := NewPool(PoolOptions{Shards: 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Start(ctx)
+	got := make(chan int, 1)
+	p.Add("tenant-a", "k", func(ctx context.Context) error {
+		id, ok := FromContext(ctx)
+		if !ok {
+			id = -1
+		}
+		got <- id
+		return nil
+	})
+	want, _ := p.Lookup("tenant-a")
+	select {
+	case id := <-got:
+		if id != want {
+			t.Fatalf("FromContext = %d, want the tenant's shard %d", id, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("item did not run")
+	}
+	if _, ok := FromContext(context.Background()); ok {
+		t.Fatal("FromContext found a shard in a plain context")
+	}
+}

@@ -78,7 +78,7 @@ func (p *Pool) work(q *fairQueue, g *group) {
 		p.runningOn[g.id]++
 		p.mu.Unlock()
 		start := p.now()
-		err := run(p.workCtx, fn)
+		err := run(context.WithValue(p.workCtx, shardKey{}, g.id), fn)
 		took := p.now().Sub(start)
 		p.mu.Lock()
 		p.finished(g.id)
@@ -186,4 +186,13 @@ func (p *Pool) delayLoop(ctx context.Context, done chan<- struct{}) {
 		case <-timer.C:
 		}
 	}
+}
+
+type shardKey struct{}
+
+// FromContext returns the shard an item runs on, from the context the pool
+// passes to the item's work.
+func FromContext(ctx context.Context) (int, bool) {
+	id, ok := ctx.Value(shardKey{}).(int)
+	return id, ok
 }

@@ -127,3 +127,8 @@ func statusOf(r *releasev1.Release) rcommon.Status {
 	}
 	return r.Info.Status
 }
+
+// RecordedID is the form in which a holder's ID is recorded on release
+// revisions (Holder.ID of a revision read back), for comparing an ID from
+// elsewhere, such as a replica's Lease, with a recorded holder.
+func RecordedID(id string) string { return labelValue(id) }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -108,7 +109,16 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&o.Engine.DefaultServiceAccount, "default-service-account", "default", "service account for tenants in restricted mode")
 	fs.BoolVar(&o.Engine.AllowRemoteBases, "allow-remote-bases", false, "let kustomizations use remote bases")
 	fs.BoolVar(&o.Engine.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --health-addr")
-	fs.StringVar(&o.Engine.HolderID, "holder-id", "", "identity recorded on Helm releases (default: host name)")
+	fs.StringVar(&o.Engine.HolderID, "replica-id", defaultReplicaID(), "this replica's identity, in its Leases and on the Helm releases it writes (default: $NODE_NAME, else the host name)")
+	fs.StringVar(&o.Engine.HolderID, "holder-id", defaultReplicaID(), "the same as --replica-id (kept for old manifests)")
+	r := &o.Engine.Replicas
+	fs.BoolVar(&r.Enabled, "leader-elect", true, "share the cluster with other replicas: elect a leader and own Helm shards through Leases (false: this process does everything)")
+	fs.StringVar(&r.Namespace, "leader-elect-namespace", "", "namespace of the Leases (default: $POD_NAMESPACE, else the service account's, else kube-system)")
+	fs.StringVar(&r.LeaderLease, "leader-elect-lease", "cozy-aio-leader", "name of the leader's Lease")
+	fs.DurationVar(&r.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a Lease that is not renewed stays held")
+	fs.DurationVar(&r.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long a holder retries renewing before it gives up and stops writing")
+	fs.DurationVar(&r.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between attempts to acquire or renew a Lease")
+	fs.DurationVar(&r.HandoffGrace, "handoff-grace", 30*time.Second, "longest wait for a shard's running Helm actions before its Lease is handed off")
 	fs.StringVar(&f.logFmt, "log-format", "json", "json or text")
 	fs.StringVar(&f.logLvl, "log-level", "info", "debug, info or error")
 	if err := envDefault(fs); err != nil {
@@ -130,6 +140,16 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 		o.Discover.Order = []string{bootstrap.CandidateExplicit}
 	}
 	return f, nil
+}
+
+// defaultReplicaID is the node name a static pod is given through its
+// environment, else the host name (the node's, with the host network).
+func defaultReplicaID() string {
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	h, _ := os.Hostname()
+	return h
 }
 
 func runEngine(args []string, stderr io.Writer) error {

@@ -1,0 +1,439 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/shard"
+)
+
+// Labels on the Leases replicas write.
+const (
+	// LabelLeaseRole is "replica" on a replica's own Lease and "shard" on a
+	// Helm shard's Lease.
+	LabelLeaseRole = "cozy-aio.cozystack.io/lease-role"
+	// LabelReplicaStart is, on a replica's Lease, when this incarnation of
+	// the replica started (Unix nanoseconds): the pending Helm revisions of
+	// an older incarnation are dead even while the replica lives.
+	LabelReplicaStart = "cozy-aio.cozystack.io/replica-start"
+	// LabelShard is the shard number on a shard's Lease.
+	LabelShard = "cozy-aio.cozystack.io/shard"
+
+	roleReplica = "replica"
+	roleShard   = "shard"
+)
+
+// replicas is this engine's part in a set of replicas: its own Lease, the
+// Leases of the Helm shards it should own, and what it sees of the others.
+type replicas struct {
+	e     *Engine
+	o     ReplicaOptions
+	id    string
+	start time.Time
+	cs    kubernetes.Interface
+	log   logr.Logger
+	kick  chan struct{}
+	// leader is the leader Lease's lock when this engine's manager elects;
+	// nil when an embedder's manager does.
+	leader *heldLock
+
+	mu       sync.Mutex
+	seen     map[string]leaseSeen // by Lease name
+	self     *elector
+	shards   map[int]*shardLease
+	stopping bool
+}
+
+// shardLease is this replica's election on one shard's Lease.
+type shardLease struct {
+	id int
+	*elector
+	// releasing is set once the shard is being handed off: nothing new
+	// starts on it, and its Lease is released when its running actions end.
+	releasing bool
+}
+
+// leaseSeen is what this replica last saw of a Lease, and when (by its
+// own clock) the record last changed: a Lease is expired once it has not
+// changed for its duration, whatever the clocks of other machines say.
+type leaseSeen struct {
+	holder, role, start, shard, renew string
+	at                                time.Time
+	duration                          time.Duration
+}
+
+func (s leaseSeen) live(now time.Time) bool {
+	return s.holder != "" && now.Sub(s.at) < s.duration
+}
+
+func newReplicas(e *Engine, cs kubernetes.Interface, start time.Time) *replicas {
+	return &replicas{
+		e: e, o: e.opts.Replicas, id: e.opts.HolderID, start: start, cs: cs,
+		log:  e.opts.Logger.WithName("replicas"),
+		kick: make(chan struct{}, 1),
+		seen: map[string]leaseSeen{}, shards: map[int]*shardLease{},
+	}
+}
+
+// NeedLeaderElection is false: every replica announces itself and runs
+// the Helm shards it owns.
+func (r *replicas) NeedLeaderElection() bool { return false }
+
+var leaseNameUnsafe = regexp.MustCompile(`[^a-z0-9.-]`)
+
+func (r *replicas) replicaLease() string {
+	return r.o.LeasePrefix + "replica-" + strings.Trim(leaseNameUnsafe.ReplaceAllString(strings.ToLower(r.id), "-"), "-.")
+}
+
+func (r *replicas) shardLeaseName(i int) string { return r.o.LeasePrefix + "shard-" + strconv.Itoa(i) }
+
+func leaseMeta(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}
+
+func (r *replicas) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Start announces this replica, watches the others, and keeps the shard
+// Leases it holds in line with shard.Spread of the live replicas. When ctx
+// ends it hands its shards off: nothing new starts, its own Lease goes
+// first (so the others plan without it), then each shard's Lease once the
+// actions running on it have ended, bounded by HandoffGrace.
+func (r *replicas) Start(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(r.cs, 0,
+		informers.WithNamespace(r.o.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelLeaseRole }))
+	inf := factory.Coordination().V1().Leases().Informer()
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { r.observe(o, false) },
+		UpdateFunc: func(_, o any) { r.observe(o, false) },
+		DeleteFunc: func(o any) { r.observe(o, true) },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	factory.WaitForCacheSync(ctx.Done())
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	tick := time.NewTicker(r.o.RetryPeriod)
+	defer tick.Stop()
+	for {
+		r.reconcile(runCtx)
+		r.e.pool.Recheck()
+		select {
+		case <-ctx.Done():
+			r.shutdown()
+			return nil
+		case <-r.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// observe records a Lease event.
+func (r *replicas) observe(o any, deleted bool) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o, deleted = d.Obj, true
+	}
+	l, ok := o.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if deleted {
+		delete(r.seen, l.Name)
+		r.poke()
+		return
+	}
+	s := leaseSeen{role: l.Labels[LabelLeaseRole], start: l.Labels[LabelReplicaStart], shard: l.Labels[LabelShard]}
+	if h := l.Spec.HolderIdentity; h != nil {
+		s.holder = *h
+	}
+	if l.Spec.RenewTime != nil {
+		s.renew = l.Spec.RenewTime.String()
+	}
+	if d := l.Spec.LeaseDurationSeconds; d != nil {
+		s.duration = time.Duration(*d) * time.Second
+	}
+	prev, had := r.seen[l.Name]
+	s.at = prev.at
+	if !had || prev.holder != s.holder || prev.renew != s.renew || prev.start != s.start {
+		s.at = time.Now()
+	}
+	r.seen[l.Name] = s
+	if !had || prev.holder != s.holder || prev.start != s.start {
+		r.poke()
+	}
+	if s.role == roleShard && s.holder == "" {
+		// Released: try for it now rather than at the next retry.
+		if i, err := strconv.Atoi(s.shard); err == nil {
+			if sl := r.shards[i]; sl != nil && !sl.isHeld() && !sl.releasing {
+				go r.retry(sl)
+			}
+		}
+	}
+}
+
+// candidates are the live replicas that may own shards: the others whose
+// Lease is live, and this one while it holds its Lease and is not leaving.
+func (r *replicas) candidates(now time.Time) []string {
+	var out []string
+	for _, s := range r.seen {
+		if s.role == roleReplica && s.holder != r.id && s.live(now) {
+			out = append(out, s.holder)
+		}
+	}
+	if !r.stopping && r.self != nil && r.self.isHeld() {
+		out = append(out, r.id)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// reconcile starts elections for the shards this replica should own and
+// hands off those it should not.
+func (r *replicas) reconcile(ctx context.Context) {
+	var ids []int
+	for _, s := range r.e.pool.Stats().Shards {
+		ids = append(ids, s.ID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return
+	}
+	if r.self == nil || isDone(r.self.done) {
+		r.electSelf(ctx)
+	}
+	want := shard.Spread(ids, r.candidates(time.Now()))
+	for _, i := range ids {
+		if want[i] == r.id && r.shards[i] == nil {
+			r.electShard(ctx, i)
+		}
+	}
+	for i, s := range r.shards {
+		if want[i] == r.id || s.releasing {
+			continue
+		}
+		if s.isHeld() {
+			s.releasing = true
+			go r.handOff(s)
+			continue
+		}
+		s.cancel()
+		delete(r.shards, i)
+	}
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// electSelf holds this replica's own Lease; r.mu is held.
+func (r *replicas) electSelf(ctx context.Context) {
+	lock := r.newLeaseLock(r.replicaLease(), map[string]string{
+		LabelLeaseRole: roleReplica, LabelReplicaStart: strconv.FormatInt(r.start.UnixNano(), 10),
+	})
+	el, err := r.elect(ctx, lock, func() {
+		r.log.Info("replica announced", "replica", r.id, "lease", lock.Describe())
+		r.poke()
+	}, func(bool) { r.poke() })
+	if err != nil {
+		r.log.Error(err, "announcing the replica")
+		return
+	}
+	r.self = el
+}
+
+// electShard runs the election of shard i's Lease; r.mu is held.
+func (r *replicas) electShard(ctx context.Context, i int) {
+	s := &shardLease{id: i}
+	lock := r.newLeaseLock(r.shardLeaseName(i), map[string]string{LabelLeaseRole: roleShard, LabelShard: strconv.Itoa(i)})
+	el, err := r.elect(ctx, lock, func() {
+		r.log.Info("shard acquired", "replica", r.id, "shard", i, "lease", lock.Describe())
+		r.event(lock, "ShardAcquired", "replica %s owns Helm shard %d", r.id, i)
+		r.e.pool.Recheck()
+		r.poke()
+	}, func(wasHeld bool) {
+		if wasHeld {
+			r.log.Info("shard given up", "replica", r.id, "shard", i, "lease", lock.Describe())
+			r.event(lock, "ShardReleased", "replica %s no longer owns Helm shard %d", r.id, i)
+		}
+		r.mu.Lock()
+		if r.shards[i] == s && !s.releasing {
+			// Lost without handing off (renewal failed): elect again.
+			delete(r.shards, i)
+		}
+		r.mu.Unlock()
+		r.poke()
+	})
+	if err != nil {
+		r.log.Error(err, "electing shard", "shard", i)
+		return
+	}
+	s.elector = el
+	r.shards[i] = s
+}
+
+// retry restarts a pending election at once, when its Lease was released.
+// The old elector must end first: two electors of one identity would both
+// believe they hold the Lease.
+func (r *replicas) retry(s *shardLease) {
+	s.stop()
+	r.mu.Lock()
+	if r.shards[s.id] == s && !s.releasing && !r.stopping {
+		delete(r.shards, s.id)
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+// handOff releases a shard once nothing runs on it any more.
+func (r *replicas) handOff(s *shardLease) {
+	r.e.pool.Recheck()
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.HandoffGrace)
+	if err := r.e.pool.Drain(ctx, s.id); err != nil {
+		r.log.Info("handing off shard with actions still running", "shard", s.id, "error", err.Error())
+	}
+	cancel()
+	s.stop()
+	r.mu.Lock()
+	if r.shards[s.id] == s {
+		delete(r.shards, s.id)
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+// shutdown hands every shard off and gives up this replica's Lease.
+func (r *replicas) shutdown() {
+	r.mu.Lock()
+	r.stopping = true
+	self := r.self
+	held := make([]*shardLease, 0, len(r.shards))
+	for _, s := range r.shards {
+		s.releasing = true
+		held = append(held, s)
+	}
+	r.mu.Unlock()
+	r.e.pool.Recheck()
+	if self != nil {
+		self.stop()
+	}
+	var wg sync.WaitGroup
+	for _, s := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.handOff(s)
+		}()
+	}
+	wg.Wait()
+}
+
+// mayWrite tells whether this replica may still write the Helm releases of
+// shard i: it holds the shard's Lease and renewed it recently enough that
+// nobody else can hold it yet. Running actions finish under it while a
+// shard is handed off.
+func (r *replicas) mayWrite(i int) bool {
+	r.mu.Lock()
+	s := r.shards[i]
+	r.mu.Unlock()
+	return s != nil && s.isHeld() && s.lock.valid(r.o.RenewDeadline)
+}
+
+// owns tells whether new Helm work of shard i may start here.
+func (r *replicas) owns(i int) bool {
+	r.mu.Lock()
+	s := r.shards[i]
+	ok := s != nil && !s.releasing && !r.stopping
+	r.mu.Unlock()
+	return ok && s.isHeld() && s.lock.valid(r.o.RenewDeadline)
+}
+
+// owned lists the shards this replica owns now.
+func (r *replicas) owned() []int {
+	r.mu.Lock()
+	ids := make([]int, 0, len(r.shards))
+	for i := range r.shards {
+		ids = append(ids, i)
+	}
+	r.mu.Unlock()
+	out := ids[:0]
+	for _, i := range ids {
+		if r.owns(i) {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// leading tells whether this replica is the leader and may write.
+func (r *replicas) leading() bool {
+	if r.leader != nil {
+		return r.leader.valid(r.o.RenewDeadline)
+	}
+	return isDone(r.e.elected())
+}
+
+// alive tells whether the holder of a pending Helm revision still runs:
+// its replica's Lease is live and names the same incarnation.
+func (r *replicas) alive(h helm.Holder) bool {
+	now := time.Now()
+	start := strconv.FormatInt(h.Start.UnixNano(), 10)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.seen {
+		if s.role == roleReplica && s.live(now) && helm.RecordedID(s.holder) == h.ID && s.start == start {
+			return true
+		}
+	}
+	return false
+}
+
+// fence refuses a write of a Helm release record when the action runs on
+// a shard this replica may no longer write.
+func (r *replicas) fence(ctx context.Context, rel helm.Release) error {
+	i, ok := shard.FromContext(ctx)
+	if !ok || r.mayWrite(i) {
+		return nil
+	}
+	return fmt.Errorf("replica %s no longer holds Lease %s/%s: not writing release %s", r.id, r.o.Namespace, r.shardLeaseName(i), rel)
+}
+
+// event records a Kubernetes Event on a Lease.
+func (r *replicas) event(lock *heldLock, reason, msg string, args ...any) {
+	name := strings.TrimPrefix(lock.Describe(), r.o.Namespace+"/")
+	lease := &coordinationv1.Lease{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+		ObjectMeta: leaseMeta(r.o.Namespace, name),
+	}
+	r.e.recorder.Eventf(lease, nil, corev1.EventTypeNormal, reason, "Lease", msg, args...)
+}

@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/shard"
+)
+
+// elected is closed once this engine's manager leads (at once without
+// leader election).
+func (e *Engine) elected() <-chan struct{} { return e.mgr.Elected() }
+
+// leading tells whether this engine leads: alone, it always does.
+func (e *Engine) leading() bool {
+	if e.replicas == nil {
+		return true
+	}
+	return e.replicas.leading()
+}
+
+// ownsShard tells whether Helm work of shard i runs here: alone, every
+// shard does.
+func (e *Engine) ownsShard(i int) bool {
+	if e.replicas == nil {
+		return true
+	}
+	return e.replicas.owns(i)
+}
+
+// ownsTenant tells whether the Helm work of tenant runs here now.
+func (e *Engine) ownsTenant(tenant string) bool {
+	if e.replicas == nil {
+		return true
+	}
+	i, ok := e.pool.Lookup(tenant)
+	return ok && e.replicas.owns(i)
+}
+
+// mayWriteStatus tells whether this engine may still write obj's status:
+// a HelmRelease's while it holds the release's shard (the shard its action
+// runs on, else its tenant's), any other kind's while it leads.
+func (e *Engine) mayWriteStatus(ctx context.Context, kind string, obj client.Object) bool {
+	if e.replicas == nil {
+		return true
+	}
+	if kind != helmv2.HelmReleaseKind {
+		return e.replicas.leading()
+	}
+	i, ok := shard.FromContext(ctx)
+	if !ok {
+		i, ok = e.pool.Lookup(e.tenantOf(obj))
+	}
+	return ok && e.replicas.mayWrite(i)
+}
+
+// Replica describes this engine's part among replicas, for /readyz and
+// embedders.
+type Replica struct {
+	// ID names the replica (Options.HolderID).
+	ID string
+	// Leader is true while this engine leads (always when alone).
+	Leader bool
+	// Shards are the Helm shards whose work runs here.
+	Shards []int
+}
+
+// Replica returns this engine's part among replicas now.
+func (e *Engine) Replica() Replica {
+	r := Replica{ID: e.opts.HolderID, Leader: e.leading()}
+	for _, s := range e.pool.Stats().Shards {
+		if e.ownsShard(s.ID) {
+			r.Shards = append(r.Shards, s.ID)
+		}
+	}
+	return r
+}
+
+func (r Replica) String() string {
+	ids := make([]string, len(r.Shards))
+	for i, s := range r.Shards {
+		ids[i] = strconv.Itoa(s)
+	}
+	leader := "no"
+	if r.Leader {
+		leader = "yes"
+	}
+	return "replica " + r.ID + ": leader " + leader + ", shards [" + strings.Join(ids, ",") + "]"
+}
+
+// leaderEvent logs and records the leader Lease's transitions.
+func (r *replicas) leaderEvent(what string) {
+	r.log.Info("leader lease: "+what, "replica", r.id, "lease", r.o.Namespace+"/"+r.o.LeaderLease)
+	reason := "LeaderElected"
+	if strings.Contains(what, "stopped") {
+		reason = "LeaderLost"
+	}
+	r.event(r.leader, reason, "replica %s %s", r.id, what)
+}

@@ -1,0 +1,206 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine"
+)
+
+// replica is one engine of a set of replicas, stoppable on its own.
+type replica struct {
+	e    *engine.Engine
+	stop func() error
+}
+
+// startReplica runs an engine with replicas enabled, its Leases in ns.
+func startReplica(t *testing.T, ns, id string, lease time.Duration) *replica {
+	t.Helper()
+	e, err := engine.New(cp.Config, engine.Options{
+		HolderID: id, DataDir: sharedDir(t), ArtifactAddr: "127.0.0.1:0", Registry: prometheus.NewRegistry(),
+		Shards: 4, TenantLabel: "tenant", Logger: ctrllog.Log.WithName(id),
+		Replicas: engine.ReplicaOptions{
+			Enabled: true, Namespace: ns,
+			LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: 500 * time.Millisecond,
+			HandoffGrace: 20 * time.Second,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	stopped := false
+	r := &replica{e: e, stop: func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("replica %s stopped with %v", id, err)
+		}
+	})
+	return r
+}
+
+// eventually polls cond every 100 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		t.Fatalf("%s never happened within %s", what, timeout)
+	}
+}
+
+// TestReplicasShareHelmShards runs two replicas: one leads, each owns
+// half of the Helm shards, every release is installed exactly once and
+// Helm work runs on both; when one stops, it hands its shards to the other
+// at once, without waiting for its Leases to expire.
+func TestReplicasShareHelmShards(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	// Leases far longer than the test waits: a hand-off that happens
+	// proves the Leases were released, not that they expired.
+	const lease = 90 * time.Second
+	a := startReplica(t, ns, "replica-a", lease)
+	b := startReplica(t, ns, "replica-b", lease)
+	eventually(t, 30*time.Second, "one leader and two shards each", func() bool {
+		ra, rb := a.e.Replica(), b.e.Replica()
+		t.Logf("%s; %s", ra, rb)
+		all := slices.Sorted(slices.Values(append(append([]int(nil), ra.Shards...), rb.Shards...)))
+		return ra.Leader != rb.Leader && len(ra.Shards) == 2 && len(rb.Shards) == 2 && slices.Equal(all, []int{0, 1, 2, 3})
+	})
+	t.Logf("%s; %s", a.e.Replica(), b.e.Replica())
+
+	if err := cp.Client.Create(ctx, chartSource(ns, "demo", reg.Host(), "1.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	var hrs []*helmv2.HelmRelease
+	for i := range 12 {
+		hr := helmRelease(ns, fmt.Sprintf("app-%02d", i), "demo")
+		hr.Labels = map[string]string{"tenant": fmt.Sprintf("tenant-%02d", i)}
+		if err := cp.Client.Create(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+		hrs = append(hrs, hr)
+	}
+	holders := map[string]int{}
+	for _, hr := range hrs {
+		waitFor(t, hr, readyIs(hr, true), "Ready=True")
+		revs := releaseSecrets(t, ns, hr.Name)
+		if len(revs) != 1 || revs[0].Labels["status"] != "deployed" || revs[0].Labels["version"] != "1" {
+			t.Fatalf("release %s: want exactly revision 1 deployed, got %d revisions %v", hr.Name, len(revs), labelsOf(revs))
+		}
+		holders[revs[0].Labels[helm.LabelHolder]]++
+	}
+	if holders["replica-a"] == 0 || holders["replica-b"] == 0 {
+		t.Fatalf("Helm work ran on %v, want both replicas", holders)
+	}
+	t.Logf("releases installed per replica: %v", holders)
+
+	// A graceful stop hands b's shards to a.
+	stopAt := time.Now()
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "replica-a owning every shard", func() bool {
+		r := a.e.Replica()
+		return r.Leader && slices.Equal(r.Shards, []int{0, 1, 2, 3})
+	})
+	t.Logf("hand-off: replica-a owned every shard %s after replica-b was told to stop", time.Since(stopAt).Round(time.Millisecond))
+
+	// The shards work on a: a new release of every tenant installs there.
+	hr := helmRelease(ns, "app-late", "demo")
+	hr.Labels = map[string]string{"tenant": "tenant-late"}
+	if err := cp.Client.Create(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	if revs := releaseSecrets(t, ns, hr.Name); len(revs) != 1 || revs[0].Labels[helm.LabelHolder] != "replica-a" {
+		t.Fatalf("late release: %v, want one revision by replica-a", labelsOf(revs))
+	}
+	// The Leases say the same: b's Lease is released, a holds the shards.
+	var leases coordinationv1.LeaseList
+	if err := cp.Client.List(ctx, &leases, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		holder := ""
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		if holder == "replica-b" {
+			t.Errorf("Lease %s is still held by the stopped replica-b", l.Name)
+		}
+	}
+}
+
+func releaseSecrets(t *testing.T, ns, name string) []corev1.Secret {
+	t.Helper()
+	var list corev1.SecretList
+	if err := cp.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": name}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func labelsOf(secrets []corev1.Secret) []map[string]string {
+	var out []map[string]string
+	for _, s := range secrets {
+		out = append(out, s.Labels)
+	}
+	return out
+}
+
+// TestSingleEngineOwnsEverything: with replicas off, the engine leads and
+// owns every shard without any Lease.
+func TestSingleEngineOwnsEverything(t *testing.T) {
+	e := startEngine(t, engine.Options{Shards: 3})
+	r := e.Replica()
+	if !r.Leader || !slices.Equal(r.Shards, []int{0, 1, 2}) {
+		t.Fatalf("single engine: %s, want leader owning shards 0-2", r)
+	}
+	var leases coordinationv1.LeaseList
+	if err := cp.Client.List(context.Background(), &leases, client.InNamespace("kube-system")); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		if strings.HasPrefix(l.Name, "cozy-aio-") {
+			t.Fatalf("single engine wrote Lease %s", l.Name)
+		}
+	}
+}
+
+var tmpShared string
+
+func sharedDir(t *testing.T) string {
+	if tmpShared == "" {
+		tmpShared = t.TempDir()
+	}
+	return tmpShared
+}
