@@ -86,6 +86,42 @@
 // involved. A release with no deployed revision at all ("has no deployed
 // releases") is installed again over its failed history.
 //
+// # Replicas: HolderAlive, Fence and resourceVersion preconditions
+//
+// Several processes (replicas) may share a cluster, each acting on the
+// releases of the shards whose Lease it holds. Ownership moves: a replica
+// paused past its Lease (SIGSTOP, a long GC, a frozen VM) is replaced by
+// another and may then resume in the middle of an action. Three parts keep
+// the two from corrupting a release's records:
+//
+//   - The new owner recovers: Options.HolderAlive says the old owner's
+//     holder is dead (its Lease expired), so HolderDead lets the new owner
+//     mark the old owner's pending revision failed and remediate it, as
+//     after a crash.
+//   - The old owner checks before it writes: Options.Fence is called with
+//     the action's ctx right before every create, update or delete of a
+//     release Secret, and the engine answers there whether this replica
+//     still holds the shard's Lease (a local, time-based check). A refusal
+//     fails the action with an error wrapping the Fence's.
+//   - The API server decides what the check cannot: a pause between the
+//     Fence and the write escapes the Fence. So every update and delete of
+//     a release Secret carries, as a precondition, the resourceVersion
+//     this action last read or wrote of it (Helm reads a release's history
+//     before writing it; a revision never read is read first). When the new
+//     owner has written the record since, the write fails with
+//     ErrRecordConflict, naming the release and revision. A create of a
+//     revision that appeared since fails the same way.
+//
+// After a refused write the action writes no further record of the
+// release: Helm's failure path, which marks the revision failed, and its
+// superseding of the previous revision are refused too (Helm only logs
+// those errors; the action's error reports the refusal), Reconcile neither
+// counts the failure nor remediates it, and the release's objects are not
+// deleted (Helm's uninstall and CleanupOnFail would go on deleting). The
+// records stay as the new owner wrote them. The resourceVersions are
+// remembered for one action (one locked call on one release), so the
+// preconditions cost no request.
+//
 // # Remediation
 //
 // Remediation (per install and per upgrade) follows Flux's semantics:

@@ -11,6 +11,7 @@ import (
 	ri "helm.sh/helm/v4/pkg/release"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,9 +88,26 @@ type kubeClient struct {
 	// and Pods on every event (nine requests per release in the demo).
 	ctx    context.Context
 	health *health.Waiter
+	// stopped, when set, is the refusal that stopped the session's writes
+	// of release records (see recordFence).
+	stopped func() error
 }
 
 var _ kube.InterfaceWaitOptions = kubeClient{}
+
+// Delete refuses to delete the release's objects once a write of its
+// records was refused: Helm's uninstall only logs a failed write of the
+// uninstalling record and goes on deleting, and a failed upgrade or
+// rollback deletes what it created (CleanupOnFail), which may by then be
+// the new holder's.
+func (k kubeClient) Delete(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	if k.stopped != nil {
+		if err := k.stopped(); err != nil {
+			return &kube.Result{}, []error{fmt.Errorf("not deleting the release's objects: %w", err)}
+		}
+	}
+	return k.Client.Delete(resources, policy)
+}
 
 func (k kubeClient) IsReachable() error {
 	if _, err := k.discovery.ServerVersion(); err != nil {

@@ -60,8 +60,17 @@ type Options struct {
 	// HolderAlive tells whether a holder other than this Manager's (and
 	// other than an older incarnation of it) still runs. Default: nil,
 	// which treats every other holder as dead, as is right when a single
-	// active engine (leader election, sharding) owns the releases.
+	// active engine (leader election, sharding) owns the releases. With
+	// replicas, it says whether the holder still holds its Lease (see the
+	// package doc).
 	HolderAlive func(Holder) bool
+	// Fence, when set, is called with the action's ctx right before every
+	// write of a release record (the create, update or delete of a release
+	// Secret). An error refuses the write: the action fails with an error
+	// that wraps it and writes no further record of the release. The
+	// engine checks there that this replica still holds the Lease of the
+	// release's shard (see the package doc). Default: nil, no check.
+	Fence func(ctx context.Context, rel Release) error
 	// Observe, when set, is called synchronously at the start and the end
 	// of every action. Default: nil.
 	Observe func(Event)
@@ -164,6 +173,9 @@ type session struct {
 	cfg *action.Configuration
 	kc  *kube.Client
 	c   *clients
+	// records is the session's storage driver, whose fence stops its
+	// writes after the first refusal.
+	records *releaseSecrets
 }
 
 func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (*session, error) {
@@ -176,15 +188,18 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	kc.Namespace = rel.namespace()
 	kc.SetLogger(h)
 	d := &releaseSecrets{impl: c.cs.CoreV1().Secrets(rel.storageNamespace())}
+	if fence := m.opts.Fence; fence != nil {
+		d.fence = func() error { return fence(ctx, rel) }
+	}
 	store := storage.Init(newMemoDriver(&stampDriver{Driver: d, holder: m.opts.Holder}))
 	store.MaxHistory = maxHistory
 	store.SetLogger(h)
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(h))
 	cfg.RESTClientGetter = c.getter
-	cfg.KubeClient = kubeClient{Client: kc, discovery: c.getter.discovery, ctx: ctx, health: m.health}
+	cfg.KubeClient = kubeClient{Client: kc, discovery: c.getter.discovery, ctx: ctx, health: m.health, stopped: d.stopped}
 	cfg.Releases = store
 	cfg.HookOutputFunc = func(_, _, _ string) io.Writer { return io.Discard }
-	return &session{m: m, rel: rel, ctx: ctx, cfg: cfg, kc: kc, c: c}, nil
+	return &session{m: m, rel: rel, ctx: ctx, cfg: cfg, kc: kc, c: c, records: d}, nil
 }
 
 // locked runs fn holding the release's lock. fn runs in its own goroutine
@@ -224,11 +239,22 @@ func locked[T any](ctx context.Context, m *Manager, rel Release, a Action, fn fu
 }
 
 // step runs one Helm action with panic recovery and instrumentation.
+// A refused write of a release record fails the step even where Helm
+// only logs it (its failure path and the superseding of the previous
+// revision ignore storage errors).
 func (s *session) step(a Action, fn func() error) error {
 	if obs := s.m.opts.Observe; obs != nil {
 		obs(Event{Release: s.rel.String(), Action: a})
 	}
-	err := wrap(s.rel, a, safely(fn))
+	err := safely(fn)
+	if stop := s.records.stopped(); stop != nil && !errors.Is(err, stop) {
+		if err == nil {
+			err = stop
+		} else {
+			err = fmt.Errorf("%w (and the action failed: %w)", stop, err)
+		}
+	}
+	err = wrap(s.rel, a, err)
 	if obs := s.m.opts.Observe; obs != nil {
 		obs(Event{Release: s.rel.String(), Action: a, Done: true, Err: err})
 	}

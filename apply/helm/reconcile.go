@@ -126,6 +126,11 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		out.Next = Next{Kind: NextDone, Reason: string(a) + " succeeded"}
 		return nil
 	}
+	if s.records.stopped() != nil {
+		// Another holder has the release (or the fence refused): neither
+		// a failure of this process to count nor one for it to remedy.
+		return err
+	}
 	var plan Plan
 	out.State, plan = AfterFailure(out.State, a, pol, now)
 	out.Next = plan.Next

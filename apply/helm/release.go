@@ -143,6 +143,11 @@ var (
 	ErrReleaseNotFound = errors.New("release not found")
 	// ErrPanic means Helm panicked; the panic was recovered.
 	ErrPanic = errors.New("helm panicked")
+	// ErrRecordConflict means a write of a release record was refused
+	// because the record changed (or appeared, or went) since this process
+	// read it: another holder has taken the release over. The action wrote
+	// nothing further to the release's records; the new holder owns them.
+	ErrRecordConflict = errors.New("the release record changed since this process read it: another holder has taken over")
 )
 
 // HeldError means a pending release is held by another live holder, so it

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -28,12 +29,16 @@ import (
 // releaseSecrets stores releases in Secrets exactly as Helm's Secret
 // driver does (same names, labels, type and base64(gzip(JSON)) payload),
 // so that the helm CLI and Flux read what it writes and the other way
-// round. It differs in cost only: Helm allocates a new best-compression
-// gzip writer (about 1.2 MB) for every revision it writes, which was two
-// thirds of everything cozy-aio allocated while installing a thousand
-// releases; here writers and readers are pooled.
+// round. It differs in cost: Helm allocates a new best-compression gzip
+// writer (about 1.2 MB) for every revision it writes, which was two thirds
+// of everything cozy-aio allocated while installing a thousand releases;
+// here writers and readers are pooled. And it fences its writes (see
+// recordFence): an update or delete carries the resourceVersion this
+// driver last read or wrote, so that it never overwrites a record another
+// holder wrote since. A driver lives for one session.
 type releaseSecrets struct {
 	impl typedcorev1.SecretInterface
+	recordFence
 }
 
 var _ driver.Driver = (*releaseSecrets)(nil)
@@ -45,16 +50,26 @@ var systemLabels = map[string]bool{"name": true, "owner": true, "status": true, 
 func (s *releaseSecrets) Name() string { return driver.SecretsDriverName }
 
 func (s *releaseSecrets) Get(key string) (ri.Releaser, error) {
+	obj, r, err := s.get(key)
+	if err != nil {
+		return nil, err
+	}
+	s.remember(key, obj.ResourceVersion)
+	return r, nil
+}
+
+// get reads a revision without remembering its resourceVersion.
+func (s *releaseSecrets) get(key string) (*corev1.Secret, *releasev1.Release, error) {
 	obj, err := s.impl.Get(context.Background(), key, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, driver.ErrReleaseNotFound
+			return nil, nil, driver.ErrReleaseNotFound
 		}
-		return nil, fmt.Errorf("get: failed to get %q: %w", key, err)
+		return nil, nil, fmt.Errorf("get: failed to get %q: %w", key, err)
 	}
 	r, err := decodeRelease(obj.Data["release"])
 	if err != nil {
-		return nil, fmt.Errorf("get: failed to decode data %q: %w", key, err)
+		return nil, nil, fmt.Errorf("get: failed to decode data %q: %w", key, err)
 	}
 	r.Labels = map[string]string{}
 	for k, v := range obj.Labels {
@@ -62,7 +77,7 @@ func (s *releaseSecrets) Get(key string) (ri.Releaser, error) {
 			r.Labels[k] = v
 		}
 	}
-	return r, nil
+	return obj, r, nil
 }
 
 func (s *releaseSecrets) List(filter func(ri.Releaser) bool) ([]ri.Releaser, error) {
@@ -104,6 +119,7 @@ func (s *releaseSecrets) list(labels map[string]string) ([]ri.Releaser, error) {
 	}
 	var out []ri.Releaser
 	for _, item := range items.Items {
+		s.remember(item.Name, item.ResourceVersion)
 		r, err := decodeRelease(item.Data["release"])
 		if err != nil {
 			continue
@@ -119,12 +135,19 @@ func (s *releaseSecrets) Create(key string, rls ri.Releaser) error {
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
-	if _, err := s.impl.Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+	if err := s.beforeWrite(key); err != nil {
+		return err
+	}
+	created, err := s.impl.Create(context.Background(), obj, metav1.CreateOptions{})
+	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return driver.ErrReleaseExists
+			// This session's history did not have it: another holder
+			// created the revision since.
+			return fmt.Errorf("%w: %w", driver.ErrReleaseExists, s.conflict(key))
 		}
 		return fmt.Errorf("create: failed to create: %w", err)
 	}
+	s.remember(key, created.ResourceVersion)
 	return nil
 }
 
@@ -133,20 +156,57 @@ func (s *releaseSecrets) Update(key string, rls ri.Releaser) error {
 	if err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
-	if _, err := s.impl.Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
+	rv, ok := s.version(key)
+	if !ok {
+		// Not read in this session (Helm reads the history before it
+		// writes, so this is rare): read it now rather than write blind.
+		got, err := s.impl.Get(context.Background(), key, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("update: failed to update %q: %w", key, err)
+		}
+		rv = got.ResourceVersion
+	}
+	if err := s.beforeWrite(key); err != nil {
+		return err
+	}
+	obj.ResourceVersion = rv
+	updated, err := s.impl.Update(context.Background(), obj, metav1.UpdateOptions{})
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return s.conflict(key)
+		}
 		return fmt.Errorf("update: failed to update: %w", err)
 	}
+	s.remember(key, updated.ResourceVersion)
 	return nil
 }
 
+// Delete reads the revision, as Helm's driver does, to return it, and
+// deletes it on the condition that it is still the version this session
+// knew (or, for one it never read, the version just read).
 func (s *releaseSecrets) Delete(key string) (ri.Releaser, error) {
-	r, err := s.Get(key)
+	rv, known := s.version(key)
+	obj, r, err := s.get(key)
 	if err != nil {
+		if known && errors.Is(err, driver.ErrReleaseNotFound) {
+			return nil, s.conflict(key)
+		}
 		return nil, err
 	}
-	if err := s.impl.Delete(context.Background(), key, metav1.DeleteOptions{}); err != nil {
+	if !known {
+		rv = obj.ResourceVersion
+	}
+	if err := s.beforeWrite(key); err != nil {
 		return nil, err
 	}
+	pre := &metav1.Preconditions{ResourceVersion: &rv}
+	if err := s.impl.Delete(context.Background(), key, metav1.DeleteOptions{Preconditions: pre}); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil, s.conflict(key)
+		}
+		return nil, err
+	}
+	s.forget(key)
 	return r, nil
 }
 
