@@ -232,6 +232,14 @@ func (r *replicas) reconcile(ctx context.Context) {
 			r.electShard(ctx, i)
 		}
 	}
+	for _, i := range r.orphans() {
+		// A Lease in this replica's name that no election here holds: a
+		// create whose answer was lost when its election was cancelled, or
+		// a Lease of this replica's previous incarnation. Electing it takes
+		// it at once (same identity); the loop below then hands it off
+		// unless this replica should own it.
+		r.electShard(ctx, i)
+	}
 	for i, s := range r.shards {
 		if want[i] == r.id || s.releasing {
 			continue
@@ -241,9 +249,28 @@ func (r *replicas) reconcile(ctx context.Context) {
 			go r.handOff(s)
 			continue
 		}
+		if r.seen[r.shardLeaseName(i)].holder == r.id {
+			// Taking a Lease of its own: hand it off once held.
+			continue
+		}
 		s.cancel()
 		delete(r.shards, i)
 	}
+}
+
+// orphans are the shards whose Lease names this replica as holder but
+// that no election here runs for; r.mu is held.
+func (r *replicas) orphans() []int {
+	var out []int
+	for _, s := range r.seen {
+		if s.role != roleShard || s.holder != r.id {
+			continue
+		}
+		if i, err := strconv.Atoi(s.shard); err == nil && r.shards[i] == nil {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func isDone(ch <-chan struct{}) bool {

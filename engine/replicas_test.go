@@ -14,9 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine"
@@ -203,4 +206,48 @@ func sharedDir(t *testing.T) string {
 		tmpShared = t.TempDir()
 	}
 	return tmpShared
+}
+
+// TestSetupOnEmbeddersManager runs the engine on a manager the test owns,
+// as an operator embedding cozy-aio would: the engine shares its cache and
+// reconciles a HelmRelease; Start is refused, as the manager is started by
+// its owner.
+func TestSetupOnEmbeddersManager(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	scheme := runtime.NewScheme()
+	if err := engine.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Setup(mgr, engine.Options{DataDir: t.TempDir(), ArtifactAddr: "127.0.0.1:0", Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(ctx); err == nil {
+		t.Fatal("Start of an engine built by Setup: want an error")
+	}
+	if e.Cache() != mgr.GetCache() {
+		t.Fatal("the engine does not share the manager's cache")
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with %v", err)
+		}
+	})
+	hr := helmRelease(ns, "embedded", "demo")
+	for _, o := range []client.Object{chartSource(ns, "demo", reg.Host(), "1.0.0"), hr} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
 }
