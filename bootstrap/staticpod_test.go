@@ -64,9 +64,20 @@ func TestStaticPodAcceptedByAPIServer(t *testing.T) {
 			t.Errorf("missing toleration %s", k)
 		}
 	}
-	env := pod.Spec.Containers[0].Env
-	if len(env) != 1 || env[0].Name != "GOMEMLIMIT" || env[0].Value != "966367641" {
+	env := map[string]corev1.EnvVar{}
+	for _, v := range pod.Spec.Containers[0].Env {
+		env[v.Name] = v
+	}
+	if env["GOMEMLIMIT"].Value != "966367641" {
 		t.Errorf("GOMEMLIMIT should be 90%% of 1Gi: %+v", env)
+	}
+	// The same manifest on every control-plane node: each replica takes
+	// its identity from its node, and its Leases' namespace from its pod.
+	if f := env["NODE_NAME"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME should come from spec.nodeName: %+v", env["NODE_NAME"])
+	}
+	if f := env["POD_NAMESPACE"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("POD_NAMESPACE should come from metadata.namespace: %+v", env["POD_NAMESPACE"])
 	}
 }
 
