@@ -76,6 +76,8 @@ type Engine struct {
 	waits      waits
 	pool       *shard.Pool
 	helm       helmWork
+	// materializer rebuilds artifacts the store lacks (materialize.go).
+	materializer materializer
 	// runCtx lives as long as Start; waits started by reconcilers use it.
 	runCtx context.Context
 
