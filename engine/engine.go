@@ -79,6 +79,8 @@ type Engine struct {
 	waits      waits
 	pool       *shard.Pool
 	helm       helmWork
+	// materializer rebuilds artifacts the store lacks (materialize.go).
+	materializer materializer
 	// runCtx lives as long as the manager runs; waits started by
 	// reconcilers use it.
 	runCtx atomic.Pointer[context.Context]

@@ -53,43 +53,21 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 		srcRefs = append(srcRefs, sourceRefOf(self, s.Kind, s.Namespace, s.Name))
 	}
 	e.graph.Set(self, srcRefs)
-	tmp, err := os.MkdirTemp("", "cozy-generate-")
-	if err != nil {
-		return failed(meta.ArtifactFailedReason, err)
+	sources, done, out, ok := e.generatorSources(ctx, obj, self)
+	if !ok {
+		return out
 	}
-	defer os.RemoveAll(tmp)
-	sources := map[string]generate.Source{}
-	for i, s := range obj.Spec.Sources {
-		art, out, ok := e.sourceArtifact(ctx, self, s.Kind, s.Namespace, s.Name)
-		if !ok {
-			return out
-		}
-		dir := filepath.Join(tmp, fmt.Sprintf("src-%d", i))
-		if err := e.store.Extract(ctx, art, dir, source.ExtractOptions{}); err != nil {
-			return failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err))
-		}
-		root, err := os.OpenRoot(dir)
-		if err != nil {
-			return failed(meta.ArtifactFailedReason, err)
-		}
-		defer root.Close()
-		sources[s.Alias] = generate.Source{FS: root.FS(), Revision: art.Revision}
-	}
+	defer done()
 	var inventory []swv1beta1.ExternalArtifactReference
 	for _, o := range obj.Spec.OutputArtifacts {
-		spec := generate.Spec{Revision: o.Revision, OriginRevision: o.OriginRevision}
-		for _, c := range o.Copy {
-			spec.Copy = append(spec.Copy, generate.Copy{From: c.From, To: c.To, Exclude: c.Exclude, Strategy: generate.Strategy(c.Strategy)})
-		}
-		sobj := source.Object{Kind: sourcev1.ExternalArtifactKind, Namespace: obj.Namespace, Name: o.Name}
-		art, _, err := generate.Build(ctx, e.store, sobj, sources, spec)
+		art, err := buildOutput(ctx, e.store, obj.Namespace, sources, o)
 		if err != nil {
 			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s: %w", self, o.Name, err))
 		}
 		if err := r.writeExternalArtifact(ctx, obj, o.Name, art); err != nil {
 			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 		}
-		if _, err := e.store.GC(ctx, sobj, art); err != nil {
+		if _, err := e.store.GC(ctx, outputObject(obj.Namespace, o.Name), art); err != nil {
 			return failed(meta.ArtifactFailedReason, err)
 		}
 		inventory = append(inventory, swv1beta1.ExternalArtifactReference{
@@ -98,6 +76,62 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 	}
 	obj.Status.Inventory = inventory
 	return succeeded("reconciliation succeeded, generated %d artifact(s)", len(inventory))
+}
+
+// generatorSources extracts the artifact of each of the generator's
+// sources, materialising those the store lacks, and returns them by alias
+// with a function that removes the extracted trees. The reconciler and the
+// rebuild of an ExternalArtifact both use it, so that they compose the same
+// inputs.
+func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self Ref) (map[string]generate.Source, func(), outcome, bool) {
+	tmp, err := os.MkdirTemp("", "cozy-generate-")
+	if err != nil {
+		return nil, nil, failed(meta.ArtifactFailedReason, err), false
+	}
+	var roots []*os.Root
+	done := func() {
+		for _, r := range roots {
+			r.Close()
+		}
+		os.RemoveAll(tmp)
+	}
+	sources := map[string]generate.Source{}
+	for i, s := range obj.Spec.Sources {
+		art, out, ok := e.sourceArtifact(ctx, self, s.Kind, s.Namespace, s.Name)
+		if !ok {
+			done()
+			return nil, nil, out, false
+		}
+		dir := filepath.Join(tmp, fmt.Sprintf("src-%d", i))
+		if err := e.store.Extract(ctx, art, dir, source.ExtractOptions{}); err != nil {
+			done()
+			return nil, nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err)), false
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			done()
+			return nil, nil, failed(meta.ArtifactFailedReason, err), false
+		}
+		roots = append(roots, root)
+		sources[s.Alias] = generate.Source{FS: root.FS(), Revision: art.Revision}
+	}
+	return sources, done, outcome{}, true
+}
+
+// buildOutput composes one output of a generator from its sources and
+// stores it as the ExternalArtifact's artifact.
+func buildOutput(ctx context.Context, store *source.Store, namespace string, sources map[string]generate.Source, o swv1beta1.OutputArtifact) (source.Artifact, error) {
+	spec := generate.Spec{Revision: o.Revision, OriginRevision: o.OriginRevision}
+	for _, c := range o.Copy {
+		spec.Copy = append(spec.Copy, generate.Copy{From: c.From, To: c.To, Exclude: c.Exclude, Strategy: generate.Strategy(c.Strategy)})
+	}
+	art, _, err := generate.Build(ctx, store, outputObject(namespace, o.Name), sources, spec)
+	return art, err
+}
+
+// outputObject is the store object of a generator's output.
+func outputObject(namespace, name string) source.Object {
+	return source.Object{Kind: sourcev1.ExternalArtifactKind, Namespace: namespace, Name: name}
 }
 
 // writeExternalArtifact applies the ExternalArtifact that points back at

@@ -41,7 +41,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	if err != nil {
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	if a := obj.Status.Artifact; a != nil && e.store.Exists(fromMetaArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
 		opts.LastRevision = a.Revision
 	}
 	res, err := git.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)

@@ -43,7 +43,7 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	if err != nil {
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	if a := obj.Status.Artifact; a != nil && e.store.Exists(fromMetaArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
 		opts.LastRevision = a.Revision
 	}
 	res, err := oci.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)

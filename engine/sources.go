@@ -19,7 +19,10 @@ var ErrCrossNamespace = errors.New("cross-namespace references are disabled (res
 
 // sourceArtifact resolves a unit's source reference to the artifact in the
 // store. The source is read from the shared cache and the artifact from the
-// store directly: nothing goes over HTTP inside the process.
+// store directly: nothing goes over HTTP inside the process. An artifact
+// that status names but the store lacks (on a replica that does not run
+// the source reconcilers, or after the data directory was lost) is
+// materialised: rebuilt from upstream and checked against status.
 func (e *Engine) sourceArtifact(ctx context.Context, self Ref, kind, namespace, name string) (source.Artifact, outcome, bool) {
 	if namespace == "" {
 		namespace = self.Namespace
@@ -55,8 +58,12 @@ func (e *Engine) sourceArtifact(ctx context.Context, self Ref, kind, namespace, 
 		return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", srcRef), 0), false
 	}
 	art := fromMetaArtifact(a)
-	if !e.store.Exists(art) {
-		return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf("artifact of source %s (%s) is not in the store yet", srcRef, a.Revision), 0), false
+	if e.stored(art) {
+		return art, outcome{}, true
+	}
+	art, err := e.materialize(ctx, self, Ref{Kind: kind, Namespace: namespace, Name: name}, obj, art)
+	if err != nil {
+		return source.Artifact{}, materializedOutcome(fmt.Errorf("%s: %w", self, err)), false
 	}
 	return art, outcome{}, true
 }

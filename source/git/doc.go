@@ -12,6 +12,11 @@
 //	// res.Revision is "main@sha1:<commit>"; res.Unchanged tells whether
 //	// res.Artifact is new.
 //
+// FetchRevision rebuilds the artifact of a revision Fetch returned earlier,
+// even after its branch or tag has moved: the same commit and ignore
+// patterns give the same digest, so another process can recreate an
+// artifact named in a status and check it against the recorded digest.
+//
 // Revisions have Flux's format: "<branch>@sha1:<commit>" for a branch,
 // "<tag>@sha1:<commit>" for a tag or a semver range, "<refname>@sha1:<commit>"
 // for a full reference name, and "sha1:<commit>" for a bare commit.

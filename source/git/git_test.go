@@ -268,3 +268,99 @@ func TestFetchThroughProxy(t *testing.T) {
 		t.Fatal("the proxy saw no request")
 	}
 }
+
+// TestFetchRevisionRebuildsTheSameArtifact fetches revisions that Fetch
+// wrote, some of whose references have moved on since, into a fresh store
+// and gets the same bytes.
+func TestFetchRevisionRebuildsTheSameArtifact(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	obj := source.Object{Kind: "GitRepository", Namespace: "ns", Name: "app"}
+	cases := []struct {
+		name   string
+		ref    git.Ref // what Fetch resolved when it built the artifact
+		ignore []string
+		rev    string
+	}{
+		{"branch tip", git.Ref{Branch: "main"}, nil, "main@sha1:" + f.third},
+		{"branch that moved on", git.Ref{Branch: "main", Commit: f.first}, nil, "main@sha1:" + f.first},
+		{"annotated tag", git.Ref{Tag: "v1.1.0"}, nil, "v1.1.0@sha1:" + f.second},
+		{"tag with ignore rules", git.Ref{Tag: "v1.1.0"}, []string{"deploy/"}, "v1.1.0@sha1:" + f.second},
+		{"refname", git.Ref{Name: "refs/heads/feature"}, nil, "refs/heads/feature@sha1:" + f.feature},
+		{"bare commit", git.Ref{Commit: f.second}, nil, "sha1:" + f.second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			built, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+			want, err := git.Fetch(ctx, built, obj, f.url, git.Options{Ref: tc.ref, Auth: auth, Ignore: tc.ignore})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want.Artifact.Revision != tc.rev {
+				t.Fatalf("Fetch wrote revision %q, want %q", want.Artifact.Revision, tc.rev)
+			}
+			fresh, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+			got, err := git.FetchRevision(ctx, fresh, obj, f.url, tc.rev, git.Options{Ref: git.Ref{Branch: "elsewhere"}, Auth: auth, Ignore: tc.ignore})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Artifact.Digest != want.Artifact.Digest || got.Artifact.Path != want.Artifact.Path || got.Artifact.Revision != tc.rev {
+				t.Fatalf("rebuilt %+v, want %+v", got.Artifact, want.Artifact)
+			}
+			if err := fresh.Verify(got.Artifact); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestFetchRevisionErrors(t *testing.T) {
+	f := setup(t)
+	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	obj := source.Object{Kind: "GitRepository", Namespace: "ns", Name: "app"}
+	for _, rev := range []string{"main", "main@sha1:abc", "@sha1:" + f.first, "main/" + f.first} {
+		if _, err := git.FetchRevision(context.Background(), st, obj, f.url, rev, git.Options{Auth: auth}); err == nil {
+			t.Errorf("revision %q: no error", rev)
+		}
+	}
+	missing := strings.Repeat("ab", 20)
+	for _, rev := range []string{"main@sha1:" + missing, "sha1:" + missing, "gone@sha1:" + missing} {
+		_, err := git.FetchRevision(context.Background(), st, obj, f.url, rev, git.Options{Auth: auth})
+		if !errors.Is(err, source.ErrRefNotFound) {
+			t.Errorf("revision %q: got %v, want ErrRefNotFound", rev, err)
+		}
+	}
+	_, err := git.FetchRevision(context.Background(), st, obj, f.url, "main@sha1:"+f.first, git.Options{Auth: git.Auth{Username: user, Password: "nope"}})
+	if !errors.Is(err, source.ErrAuth) {
+		t.Errorf("wrong password: %v", err)
+	}
+}
+
+// TestFetchRevisionFindsCommitsNoRefPointsAt rebuilds commits that only the
+// history of a branch holds.
+func TestFetchRevisionFindsCommitsNoRefPointsAt(t *testing.T) {
+	srv, err := testenv.StartGitServer(testenv.GitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	repo, _ := srv.Repo("history.git")
+	old, err := repo.Commit("main", map[string]string{"a.yaml": "v: 1\n"}, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Commit("main", map[string]string{"a.yaml": "v: 2\n"}, "two"); err != nil {
+		t.Fatal(err)
+	}
+	obj := source.Object{Kind: "GitRepository", Namespace: "ns", Name: "history"}
+	for _, rev := range []string{"main@sha1:" + old, "sha1:" + old, "deleted-branch@sha1:" + old} {
+		st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+		res, err := git.FetchRevision(context.Background(), st, obj, repo.URL(), rev, git.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", rev, err)
+		}
+		if got := fileOf(t, st, res.Artifact, "a.yaml"); got != "v: 1\n" || res.Artifact.Revision != rev {
+			t.Fatalf("%s: a.yaml = %q, revision %q", rev, got, res.Artifact.Revision)
+		}
+	}
+}

@@ -13,6 +13,9 @@
 //	})
 //	// res.Revision is "1.2.0@sha256:<manifest digest>".
 //
+// FetchRevision rebuilds the artifact of a revision Fetch returned earlier
+// from the manifest digest it names, even after the tag has moved.
+//
 // Revisions have Flux's format: "<tag>@sha256:<hex>" for a tag or a semver
 // range and "sha256:<hex>" for a digest. Errors wrap source.ErrUnreachable,
 // source.ErrAuth, source.ErrRefNotFound, source.ErrNoSemverMatch,

@@ -71,8 +71,35 @@ func Fetch(ctx context.Context, store *source.Store, obj source.Object, repoURL 
 	if opts.LastRevision != "" && rev.String == opts.LastRevision {
 		return Result{Revision: rev, Unchanged: true}, nil
 	}
+	return storeLayer(ctx, store, obj, repo, repoURL, rev, opts)
+}
+
+// FetchRevision stores obj's artifact for exactly revision, a revision as
+// Fetch returned it ("<tag>@sha256:<hex>" or "sha256:<hex>"): it pulls the
+// manifest of that digest, whatever the tag points to now, and stores the
+// selected layer as Fetch does, so the same manifest, layer selector and
+// opts.Ignore give the same digest. The artifact's revision is the given
+// string. opts.Ref and opts.LastRevision are not used.
+func FetchRevision(ctx context.Context, store *source.Store, obj source.Object, repoURL, revision string, opts Options) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
+	defer cancel()
+	rev, err := parseRevision(revision)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: oci %s: %w", obj, repoURL, err)
+	}
+	repo, err := repository(repoURL, opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", obj, err)
+	}
+	return storeLayer(ctx, store, obj, repo, repoURL, rev, opts)
+}
+
+// storeLayer pulls the selected layer of the manifest rev pins and stores it as
+// obj's artifact, with the manifest annotations as metadata.
+func storeLayer(ctx context.Context, store *source.Store, obj source.Object, repo *remote.Repository, repoURL string, rev Revision, opts Options) (Result, error) {
 	var a source.Artifact
 	var res Result
+	var err error
 	if opts.Layer.Operation == Copy {
 		res, err = pull(ctx, repo, repoURL, rev, opts, func(r io.Reader) error {
 			a, err = store.Put(ctx, obj, rev.String, r)

@@ -275,3 +275,70 @@ func TestFetchTLS(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
+
+// TestFetchRevisionRebuildsTheSameArtifact rebuilds, in a fresh store, what
+// Fetch stored, after the tag has moved to other content.
+func TestFetchRevisionRebuildsTheSameArtifact(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	chartURL := "oci://" + f.reg.Host() + "/charts/podinfo"
+	cases := []struct {
+		name string
+		url  string
+		ref  oci.Ref
+		sel  oci.LayerSelector
+		ign  []string
+	}{
+		{"tag, extracted", f.url, oci.Ref{Tag: "v1.0.0"}, oci.LayerSelector{}, nil},
+		{"tag, extracted with ignore rules", f.url, oci.Ref{Tag: "v1.0.0"}, oci.LayerSelector{}, []string{"*.md"}},
+		{"digest", f.url, oci.Ref{Digest: f.v110.Digest.String()}, oci.LayerSelector{}, nil},
+		{"chart, copied", chartURL, oci.Ref{SemVer: "6.x"}, oci.LayerSelector{MediaType: testenv.HelmChartMediaType, Operation: oci.Copy}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := f.opts
+			opts.Ref, opts.Layer, opts.Ignore = tc.ref, tc.sel, tc.ign
+			built, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+			want, err := oci.Fetch(ctx, built, obj, tc.url, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Ref = oci.Ref{Tag: "v2.0.0"} // not used
+			fresh, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+			got, err := oci.FetchRevision(ctx, fresh, obj, tc.url, want.Artifact.Revision, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Artifact.Digest != want.Artifact.Digest || got.Artifact.Revision != want.Artifact.Revision ||
+				got.Artifact.Metadata["org.opencontainers.image.revision"] != want.Artifact.Metadata["org.opencontainers.image.revision"] {
+				t.Fatalf("rebuilt %+v, want %+v", got.Artifact, want.Artifact)
+			}
+		})
+	}
+	// The tag moves: the revision still names the old manifest.
+	opts := f.opts
+	opts.Ref = oci.Ref{Tag: "v1.0.0"}
+	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	old, err := oci.Fetch(ctx, st, obj, f.url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reg.PushArtifact(ctx, "manifests", "v1.0.0", map[string]string{"deploy/app.yaml": "version: moved\n"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	got, err := oci.FetchRevision(ctx, fresh, obj, f.url, old.Artifact.Revision, opts)
+	if err != nil || got.Artifact.Digest != old.Artifact.Digest || fileOf(t, fresh, got.Artifact, "deploy/app.yaml") != "version: 1.0.0\n" {
+		t.Fatalf("after the tag moved: %+v %v", got.Artifact, err)
+	}
+}
+
+func TestFetchRevisionErrors(t *testing.T) {
+	f := setup(t)
+	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	for _, rev := range []string{"v1.0.0", "@" + f.v100.Digest.String(), "v1.0.0@sha256:xyz", "sha256:" + strings.Repeat("1", 64)} {
+		if _, err := oci.FetchRevision(context.Background(), st, obj, f.url, rev, f.opts); !errors.Is(err, source.ErrRefNotFound) {
+			t.Errorf("revision %q: got %v, want ErrRefNotFound", rev, err)
+		}
+	}
+}

@@ -69,6 +69,22 @@ func resolve(ctx context.Context, repo *remote.Repository, repoURL string, ref R
 	return Revision{Tag: tag, Digest: desc.Digest.String(), String: tag + "@" + desc.Digest.String()}, nil
 }
 
+// parseRevision reads a revision as resolve formats it.
+func parseRevision(s string) (Revision, error) {
+	tag, dg := "", s
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		tag, dg = s[:i], s[i+1:]
+		if tag == "" {
+			return Revision{}, fmt.Errorf("%w: revision %q has an empty tag", source.ErrRefNotFound, s)
+		}
+	}
+	d, err := digest.Parse(dg)
+	if err != nil {
+		return Revision{}, fmt.Errorf("%w: revision %q is not <tag>@sha256:<hex> or sha256:<hex>: %w", source.ErrRefNotFound, s, err)
+	}
+	return Revision{Tag: tag, Digest: d.String(), String: s}, nil
+}
+
 func latestSemver(ctx context.Context, repo *remote.Repository, repoURL, rng string) (string, error) {
 	c, err := semver.NewConstraint(rng)
 	if err != nil {

@@ -1,0 +1,348 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/git"
+	"github.com/cozystack/cozy-aio/source/oci"
+)
+
+// Only the leader runs the source and generator reconcilers, so only its
+// store holds the artifacts their status names. Every other replica, and a
+// leader whose data directory was wiped, materialises an artifact it lacks:
+// it fetches exactly the revision in status upstream, builds it with the
+// same deterministic archive code, and uses it only when the digest equals
+// status.artifact.digest.
+const (
+	// materializeWait bounds how long a reconcile waits for a rebuild, so
+	// that a long clone does not hold every worker; those that stop
+	// waiting are woken when it ends.
+	materializeWait = 20 * time.Second
+	// materializeRetry is when a dependent retries after a rebuild failed
+	// for a reason other than a digest mismatch (upstream unreachable, a
+	// rebuild still running).
+	materializeRetry = 30 * time.Second
+	// materializeFailureTTL is how long a failed rebuild is answered from
+	// memory, so that a thousand dependents of an unreachable source do
+	// not each ask the upstream.
+	materializeFailureTTL = 10 * time.Second
+	// materializeBuilds bounds the rebuilds that run at once: a Git work
+	// tree is held in memory while it is archived.
+	materializeBuilds = 4
+	// materializeTimeout bounds one rebuild, its inputs included.
+	materializeTimeout = 10 * time.Minute
+)
+
+// errMaterializing means a rebuild is still running.
+var errMaterializing = errors.New("the artifact is still being rebuilt from upstream")
+
+// stored reports whether the artifact status names is in the store under
+// its digest. The store names files by their content's digest, so a file
+// whose name differs from status.artifact.digest is not that artifact.
+func (e *Engine) stored(a source.Artifact) bool {
+	return e.store.Exists(a) && path.Base(a.Path) == strings.TrimPrefix(a.Digest, "sha256:")+".tar.gz"
+}
+
+// materializedOutcome turns a failed materialisation into the dependent's
+// outcome: a digest mismatch is a failure that only a new status resolves
+// (which wakes the dependent); anything else is retried soon.
+func materializedOutcome(err error) outcome {
+	out := failed(meta.ArtifactFailedReason, err)
+	if !errors.Is(err, source.ErrDigestMismatch) {
+		out.requeueAfter = materializeRetry
+	}
+	return out
+}
+
+// chainKey carries, in the context of a rebuild, the artifacts being
+// rebuilt around it: a generator output waits for its inputs without the
+// materializeWait bound, and a cycle fails at once.
+type chainKey struct{}
+
+// materialize returns the artifact want (status.artifact of obj, the source
+// src) from the store, rebuilding it first when the store lacks it. One
+// rebuild per artifact runs at a time; self is the dependent, woken when a
+// rebuild it stopped waiting for ends.
+func (e *Engine) materialize(ctx context.Context, self, src Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
+	key := src.String() + "@" + want.Digest
+	chain, _ := ctx.Value(chainKey{}).([]string)
+	if slices.Contains(chain, key) {
+		return source.Artifact{}, fmt.Errorf("%s: rebuilding %s needs itself: %s", src, want.Revision, strings.Join(append(chain, key), " → "))
+	}
+	f, err := e.materializer.join(key, func(f *flight) {
+		go e.rebuildFlight(f, key, append(slices.Clip(chain), key), src, obj, want)
+	})
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	var timeout <-chan time.Time
+	if len(chain) == 0 {
+		t := time.NewTimer(materializeWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-f.done:
+		return f.art, f.err
+	case <-timeout:
+	case <-ctx.Done():
+	}
+	if e.materializer.giveUp(f, self) {
+		return f.art, f.err
+	}
+	return source.Artifact{}, fmt.Errorf("%s: revision %s: %w", src, want.Revision, errMaterializing)
+}
+
+// rebuildFlight runs one rebuild on the engine's context, so that it
+// outlives the reconcile that started it, then wakes the dependents that
+// stopped waiting.
+func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src Ref, obj client.Object, want source.Artifact) {
+	ctx, cancel := context.WithTimeout(context.WithValue(*e.runCtx.Load(), chainKey{}, chain), materializeTimeout)
+	defer cancel()
+	art, err := e.rebuild(ctx, src, obj, want)
+	for _, w := range e.materializer.land(key, f, art, err) {
+		e.enqueue(w)
+	}
+}
+
+// rebuild builds want into a staging store, compares its digest with
+// status, and only then stores it. Nothing that fails the check reaches
+// the store.
+func (e *Engine) rebuild(ctx context.Context, src Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
+	tmp, err := os.MkdirTemp("", "cozy-materialize-")
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer os.RemoveAll(tmp)
+	staging, err := source.NewStore(tmp, source.StoreOptions{})
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	sobj := source.Object{Kind: src.Kind, Namespace: src.Namespace, Name: src.Name}
+	var built source.Artifact
+	switch o := obj.(type) {
+	case *sourcev1.GitRepository:
+		built, err = e.rebuildGit(ctx, staging, sobj, o, want.Revision)
+	case *sourcev1.OCIRepository:
+		built, err = e.rebuildOCI(ctx, staging, sobj, o, want.Revision)
+	case *sourcev1.ExternalArtifact:
+		built, err = e.rebuildOutput(ctx, staging, o)
+	default:
+		err = fmt.Errorf("%T cannot be rebuilt", obj)
+	}
+	if err != nil {
+		return source.Artifact{}, fmt.Errorf("%s: rebuilding revision %s: %w", src, want.Revision, err)
+	}
+	if built.Digest != want.Digest {
+		return source.Artifact{}, fmt.Errorf("%s: %w: revision %s rebuilt from upstream has digest %s, but status.artifact.digest is %s",
+			src, source.ErrDigestMismatch, want.Revision, built.Digest, want.Digest)
+	}
+	return e.adopt(ctx, staging, sobj, built, want)
+}
+
+// adopt copies a checked artifact from the staging store into the store,
+// then applies retention with it as the current artifact, since no source
+// reconciler does on a replica that is not the leader.
+func (e *Engine) adopt(ctx context.Context, staging *source.Store, sobj source.Object, built, want source.Artifact) (source.Artifact, error) {
+	f, err := staging.Open(built)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer f.Close()
+	art, err := e.store.Put(ctx, sobj, want.Revision, f)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	if art.Digest != want.Digest {
+		return source.Artifact{}, fmt.Errorf("%s: %w: stored %s, want %s", sobj, source.ErrDigestMismatch, art.Digest, want.Digest)
+	}
+	art.Metadata = want.Metadata
+	// Best effort: the artifact is in place, and the next rebuild or
+	// reconcile of the object retries retention.
+	_, _ = e.store.GC(ctx, sobj, art)
+	return art, nil
+}
+
+// rebuildGit fetches the commit of revision with the reconciler's options
+// and the ignore rules the artifact was built with.
+func (e *Engine) rebuildGit(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.GitRepository, revision string) (source.Artifact, error) {
+	opts, err := (&gitRepositoryReconciler{e: e}).options(ctx, obj)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	opts.Ignore = observedIgnore(obj.Status.ObservedIgnore)
+	release, err := e.materializer.slot(ctx)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer release()
+	res, err := git.FetchRevision(ctx, staging, sobj, obj.Spec.URL, revision, opts)
+	return res.Artifact, err
+}
+
+// rebuildOCI pulls the manifest of revision with the reconciler's options
+// and the layer selector and ignore rules the artifact was built with.
+func (e *Engine) rebuildOCI(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.OCIRepository, revision string) (source.Artifact, error) {
+	opts, err := (&ociRepositoryReconciler{e: e}).options(ctx, obj)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	opts.Ignore = observedIgnore(obj.Status.ObservedIgnore)
+	opts.Layer = oci.LayerSelector{}
+	if ls := obj.Status.ObservedLayerSelector; ls != nil {
+		opts.Layer = oci.LayerSelector{MediaType: ls.MediaType, Operation: oci.Operation(ls.Operation)}
+	}
+	release, err := e.materializer.slot(ctx)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer release()
+	res, err := oci.FetchRevision(ctx, staging, sobj, obj.Spec.URL, revision, opts)
+	return res.Artifact, err
+}
+
+func observedIgnore(s *string) []string {
+	if s == nil {
+		return nil
+	}
+	return splitLines(*s)
+}
+
+// rebuildOutput composes an ArtifactGenerator's output again from the
+// generator's sources, materialising those the store lacks, as the
+// generator reconciler does.
+func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *sourcev1.ExternalArtifact) (source.Artifact, error) {
+	sr := ea.Spec.SourceRef
+	if sr == nil || sr.Kind != swv1beta1.ArtifactGeneratorKind {
+		return source.Artifact{}, errors.New("only the artifact of an ArtifactGenerator (spec.sourceRef) can be rebuilt")
+	}
+	gen := &swv1beta1.ArtifactGenerator{}
+	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ea.Namespace, Name: sr.Name}, gen); err != nil {
+		return source.Artifact{}, fmt.Errorf("reading %s/%s/%s: %w", swv1beta1.ArtifactGeneratorKind, ea.Namespace, sr.Name, err)
+	}
+	self := Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
+	i := slices.IndexFunc(gen.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool { return o.Name == ea.Name })
+	if i < 0 || (sr.Namespace != "" && sr.Namespace != ea.Namespace) {
+		return source.Artifact{}, fmt.Errorf("%s has no output %s", self, ea.Name)
+	}
+	sources, done, out, ok := e.generatorSources(ctx, gen, self)
+	if !ok {
+		return source.Artifact{}, errors.New(out.message)
+	}
+	defer done()
+	release, err := e.materializer.slot(ctx)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer release()
+	return buildOutput(ctx, staging, ea.Namespace, sources, gen.Spec.OutputArtifacts[i])
+}
+
+// materializer holds the rebuilds in flight, one per artifact, and the
+// failures of the last few seconds. Its zero value is ready to use; it
+// holds nothing once rebuilds end and their failures expire.
+type materializer struct {
+	mu       sync.Mutex
+	flights  map[string]*flight
+	failures map[string]recentFailure
+	slots    chan struct{}
+}
+
+// flight is one rebuild. art and err are set before done is closed.
+type flight struct {
+	done     chan struct{}
+	finished bool // under materializer.mu
+	art      source.Artifact
+	err      error
+	waiters  map[Ref]bool // dependents that stopped waiting
+}
+
+type recentFailure struct {
+	err   error
+	until time.Time
+}
+
+// join returns the flight of key, calling start with a new one when none
+// is in the air, or the error of a rebuild of key that failed moments ago.
+func (m *materializer) join(key string, start func(*flight)) (*flight, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for k, r := range m.failures {
+		if now.After(r.until) {
+			delete(m.failures, k)
+		}
+	}
+	if r, ok := m.failures[key]; ok {
+		return nil, r.err
+	}
+	if f, ok := m.flights[key]; ok {
+		return f, nil
+	}
+	if m.flights == nil {
+		m.flights, m.failures = map[string]*flight{}, map[string]recentFailure{}
+	}
+	f := &flight{done: make(chan struct{}), waiters: map[Ref]bool{}}
+	m.flights[key] = f
+	start(f)
+	return f, nil
+}
+
+// land records the end of a flight and returns the dependents to wake.
+func (m *materializer) land(key string, f *flight, art source.Artifact, err error) []Ref {
+	m.mu.Lock()
+	f.art, f.err, f.finished = art, err, true
+	delete(m.flights, key)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		m.failures[key] = recentFailure{err: err, until: time.Now().Add(materializeFailureTTL)}
+	}
+	waiters := make([]Ref, 0, len(f.waiters))
+	for w := range f.waiters {
+		waiters = append(waiters, w)
+	}
+	m.mu.Unlock()
+	close(f.done)
+	return waiters
+}
+
+// giveUp registers self to be woken when the flight lands, or reports that
+// it already has.
+func (m *materializer) giveUp(f *flight, self Ref) (finished bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f.finished {
+		return true
+	}
+	f.waiters[self] = true
+	return false
+}
+
+// slot takes one of the materializeBuilds build slots.
+func (m *materializer) slot(ctx context.Context) (release func(), err error) {
+	m.mu.Lock()
+	if m.slots == nil {
+		m.slots = make(chan struct{}, materializeBuilds)
+	}
+	s := m.slots
+	m.mu.Unlock()
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
