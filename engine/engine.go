@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,7 +89,7 @@ type Engine struct {
 }
 
 // New builds an Engine on cfg, with a manager of its own. Nothing runs
-// until Start. With Options.Replicas enabled, the manager elects a leader
+// until Start. With Options.Replicas enabled, the engine elects a leader
 // through the Lease Replicas.LeaderLease.
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
@@ -113,33 +112,11 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// receive every Helm release revision written (as Flux does).
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
 	}
-	var leader *heldLock
-	if r := opts.Replicas; r.Enabled {
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		leader = &heldLock{Interface: &resourcelock.LeaseLock{
-			LeaseMeta: leaseMeta(r.Namespace, r.LeaderLease), Client: cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.HolderID},
-		}}
-		mopts.LeaderElection = true
-		mopts.LeaderElectionID = r.LeaderLease
-		mopts.LeaderElectionNamespace = r.Namespace
-		mopts.LeaderElectionResourceLockInterface = leader
-		mopts.LeaderElectionReleaseOnCancel = true
-		mopts.LeaseDuration, mopts.RenewDeadline, mopts.RetryPeriod = &r.LeaseDuration, &r.RenewDeadline, &r.RetryPeriod
-	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	e, err := setup(mgr, cfg, opts, leader)
-	if err != nil {
-		return nil, err
-	}
-	e.ownManager = true
-	return e, nil
+	return setup(mgr, cfg, opts, true)
 }
 
 // Setup builds an Engine on a manager the embedder owns, sharing its
@@ -151,10 +128,13 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 // embedder installs the CRDs (InstallCRDs) and starts mgr; Engine.Start
 // is not used.
 func Setup(mgr manager.Manager, opts Options) (*Engine, error) {
-	return setup(mgr, mgr.GetConfig(), opts.withDefaults(), nil)
+	return setup(mgr, mgr.GetConfig(), opts.withDefaults(), false)
 }
 
-func setup(mgr manager.Manager, cfg *rest.Config, opts Options, leader *heldLock) (*Engine, error) {
+// setup builds the engine on mgr; ownManager is set by New: Start then
+// installs the CRDs and starts mgr, and with replicas the engine elects
+// its leader itself.
+func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool) (*Engine, error) {
 	registry := opts.Registry
 	if registry == nil {
 		registry = ctrlmetrics.Registry.(*prometheus.Registry)
@@ -172,7 +152,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, leader *heldLock
 		return nil, err
 	}
 	e := &Engine{
-		applyCache: applyCache, start: time.Now(),
+		applyCache: applyCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
 		recorder: mgr.GetEventRecorder("cozy-aio"),
@@ -185,9 +165,12 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, leader *heldLock
 			return nil, err
 		}
 		e.replicas = newReplicas(e, cs, e.start)
-		e.replicas.leader = leader
-		if leader != nil {
-			leader.onEvent = e.replicas.leaderEvent
+		if ownManager {
+			// The engine's own election, not the manager's: a replica that
+			// loses the Lease becomes a standby instead of exiting, and a
+			// takeover follows the Lease's expiry as this replica observed
+			// it.
+			e.replicas.leader = e.replicas.newLeaseLock(opts.Replicas.LeaderLease, map[string]string{LabelLeaseRole: roleLeader})
 		}
 		popts.Owned = e.replicas.owns
 		// Every replica must derive the same shard count from the same
@@ -295,8 +278,24 @@ func (e *Engine) Start(ctx context.Context) error {
 
 // Add runs r with the engine. Unless r says otherwise
 // (manager.LeaderElectionRunnable), it runs only on the leader when
-// replicas are enabled, as the bootstrap directory is applied.
-func (e *Engine) Add(r manager.Runnable) error { return e.mgr.Add(r) }
+// replicas are enabled, once this replica first leads: the bootstrap
+// directory is applied so.
+func (e *Engine) Add(r manager.Runnable) error {
+	if e.replicas == nil || e.replicas.leader == nil {
+		return e.mgr.Add(r)
+	}
+	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
+		return e.mgr.Add(r)
+	}
+	return e.mgr.Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
+		select {
+		case <-e.replicas.firstLead:
+			return r.Start(ctx)
+		case <-ctx.Done():
+			return nil
+		}
+	})})
+}
 
 // CRDDigestAnnotation records, on each CRD InstallCRDs applies, the digest
 // of what it applied: a later start applies only the CRDs whose digest
