@@ -23,7 +23,6 @@ type heldLock struct {
 	renewed time.Time // start of the last successful write as holder
 }
 
-
 var _ resourcelock.Interface = (*heldLock)(nil)
 
 func (l *heldLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {

@@ -18,7 +18,7 @@ type fakeLock struct {
 
 func (f *fakeLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return f.err }
 func (f *fakeLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return f.err }
-func (f *fakeLock) Identity() string                                              { return "me" }
+func (f *fakeLock) Identity() string                                                { return "me" }
 
 func TestHeldLockValidity(t *testing.T) {
 	ctx := context.Background()

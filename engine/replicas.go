@@ -78,8 +78,8 @@ type shardLease struct {
 // changed for its duration, whatever the clocks of other machines say.
 type leaseSeen struct {
 	holder, role, start, shard, renew, rv string
-	at                                time.Time
-	duration                          time.Duration
+	at                                    time.Time
+	duration                              time.Duration
 }
 
 func (s leaseSeen) live(now time.Time) bool {
