@@ -94,6 +94,13 @@ type Engine struct {
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
+	if opts.Replicas.Enabled {
+		// The API server's audit log then tells which replica wrote what.
+		if cfg.UserAgent == "" {
+			cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+		}
+		cfg.UserAgent += " replica/" + opts.HolderID
+	}
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {
 		cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
 	}
