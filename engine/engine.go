@@ -276,11 +276,26 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine: built by Setup on the embedder's manager: start the manager instead")
 	}
 	if e.opts.InstallCRDs {
-		if err := InstallCRDs(ctx, e.cfg, e.opts.FieldManager); err != nil {
+		if err := e.installCRDs(ctx); err != nil {
 			return err
 		}
 	}
 	return e.mgr.Start(ctx)
+}
+
+// installCRDs installs the CRDs at start: all that differ when alone; with
+// replicas, the missing ones now and the ones that differ once this replica
+// leads.
+func (e *Engine) installCRDs(ctx context.Context) error {
+	if e.replicas == nil {
+		return InstallCRDs(ctx, e.cfg, e.opts.FieldManager)
+	}
+	if err := InstallMissingCRDs(ctx, e.cfg, e.opts.FieldManager); err != nil {
+		return err
+	}
+	return e.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return InstallCRDs(ctx, e.cfg, e.opts.FieldManager)
+	}))
 }
 
 // Add runs r with the engine. Unless r says otherwise
@@ -314,6 +329,19 @@ const CRDDigestAnnotation = "cozy-aio.cozystack.io/crd-digest"
 // It reads only the CRDs' metadata and applies one CRD at a time: a CRD
 // decodes into a large tree, and this runs at every start.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
+	return installCRDs(ctx, cfg, fieldManager, false)
+}
+
+// InstallMissingCRDs installs the embedded CRDs that do not exist yet and
+// leaves the others as they are. A replica that may not lead runs it at
+// start, so that its informers can start; the leader then updates the
+// CRDs that differ (InstallCRDs), and replicas of different versions do
+// not take turns rewriting them.
+func InstallMissingCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
+	return installCRDs(ctx, cfg, fieldManager, true)
+}
+
+func installCRDs(ctx context.Context, cfg *rest.Config, fieldManager string, onlyMissing bool) error {
 	all, err := crds.All()
 	if err != nil {
 		return err
@@ -324,7 +352,7 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) err
 	}
 	var applied []string
 	for _, crd := range all {
-		changed, err := installCRD(ctx, c, crd, fieldManager)
+		changed, err := installCRD(ctx, c, crd, fieldManager, onlyMissing)
 		if err != nil {
 			return err
 		}
@@ -342,7 +370,7 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) err
 
 // installCRD applies crd unless the live one carries the same digest, and
 // tells whether it applied.
-func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, fieldManager string) (bool, error) {
+func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, fieldManager string, onlyMissing bool) (bool, error) {
 	crd.TypeMeta.APIVersion = "apiextensions.k8s.io/v1"
 	crd.TypeMeta.Kind = "CustomResourceDefinition"
 	crd.ManagedFields = nil
@@ -362,7 +390,7 @@ func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("reading CRD %s: %w", crd.Name, err)
 	}
-	if err == nil && live.Annotations[CRDDigestAnnotation] == digest {
+	if err == nil && (onlyMissing || live.Annotations[CRDDigestAnnotation] == digest) {
 		return false, nil
 	}
 	crd.Annotations[CRDDigestAnnotation] = digest
