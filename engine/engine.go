@@ -180,6 +180,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 			e.replicas.leader = e.replicas.newLeaseLock(opts.Replicas.LeaderLease, map[string]string{LabelLeaseRole: roleLeader})
 		}
 		popts.Owned = e.replicas.owns
+		popts.Moved = e.replicas.moved
 		// Every replica must derive the same shard count from the same
 		// HelmReleases: no hysteresis, which depends on each one's history.
 		popts.Auto.Hysteresis = -1

@@ -339,6 +339,9 @@ func (r *replicas) electShard(ctx context.Context, i int) {
 		r.log.Info("shard acquired", "replica", r.id, "shard", i, "lease", lock.Describe())
 		r.event(lock, "ShardAcquired", "replica %s owns Helm shard %d", r.id, i)
 		r.e.pool.Recheck()
+		// The shard's releases come here: a crashed owner may have left
+		// one pending, and this replica may hold no queued work for it.
+		r.e.wakeShard(i)
 		r.poke()
 	}, func(wasHeld bool) {
 		if wasHeld {
@@ -505,4 +508,14 @@ func (r *replicas) event(lock *heldLock, reason, msg string, args ...any) {
 		ObjectMeta: leaseMeta(r.o.Namespace, name),
 	}
 	r.e.recorder.Eventf(lease, nil, corev1.EventTypeNormal, reason, "Lease", msg, args...)
+}
+
+// moved is told by the pool of every tenant placed or moved. A tenant that
+// comes to a shard this replica owns from one it does not own has its
+// releases reconciled here: this replica may hold no work for them.
+func (r *replicas) moved(m shard.Move) {
+	if m.From == m.To || !r.owns(m.To) || (m.From >= 0 && r.owns(m.From)) {
+		return
+	}
+	go r.e.wakeTenant(m.Tenant)
 }
