@@ -45,6 +45,19 @@
 // With Release.ServiceAccount every request, storage included, impersonates
 // that ServiceAccount.
 //
+// # API requests
+//
+// An action makes only the API requests it needs. Measured on 1,000 small
+// releases, Helm's defaults cost 23 requests per release: six lists of the
+// release's Secrets, discovery (/api, /apis and /version, twice) because
+// every action invalidates the discovery cache, and a watch per kind to
+// wait for objects that are ready the moment they exist. Each saving keeps
+// Helm's semantics: the releases of one identity share a discovery cache
+// that an action invalidates at most once per few seconds, an action reads
+// the release's revisions once and answers Helm's repeated history queries
+// from memory, and a wait skips the objects kstatus reports Current as
+// soon as they exist and watches the others with package health's Waiter.
+//
 // # Concurrency
 //
 // A Manager serves any number of goroutines. There is no process-wide lock:
