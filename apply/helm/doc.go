@@ -29,8 +29,10 @@
 // # Charts and values
 //
 // A Chart is a .tgz path (an artifact of the source store) or an OCI
-// reference pulled with oras-go (plain HTTP on request; pulls are cached
-// by manifest digest). Values are layers deep-merged by MergeValues, later
+// reference pulled by source/oci, the process's one OCI client, with the
+// credentials, plain HTTP, TLS and proxy of Chart.Registry; the reference
+// is resolved on every call and a chart is pulled once per manifest
+// digest. Values are layers deep-merged by MergeValues, later
 // layers winning, and Helm merges them over the chart's defaults. A digest
 // of the chart archive and the merged values is recorded on each revision
 // (LabelDigest): a deployed revision with the desired digest is up to date
