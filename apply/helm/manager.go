@@ -81,6 +81,10 @@ type Options struct {
 	// reach the API server as the rest.Config given to New does.
 	// Default: a Waiter of that rest.Config.
 	Waiter *health.Waiter
+	// Now returns the current time, which Reconcile records on failures
+	// and measures retry intervals by (State.LastFailure, Next.After).
+	// Default: time.Now.
+	Now func() time.Time
 }
 
 // Manager runs Helm actions in-process. It is safe for concurrent use:
@@ -118,6 +122,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if opts.Holder.Start.IsZero() {
 		opts.Holder.Start = time.Now()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	log := opts.Logger
 	if log == nil {
