@@ -52,7 +52,8 @@
 // # Inventory and prune
 //
 // ChangeSet.Inventory is the set of applied objects (group, version, kind,
-// namespace, name; ObjectRef.ID is Flux's inventory ID). Inventory.Stale
+// namespace, name, as health.ObjectRef: the same reference a health.Waiter
+// waits for; its ID is Flux's inventory ID). Inventory.Stale
 // gives what to prune, and Prune deletes it with a propagation policy,
 // last the CRDs and Namespaces. Prune skips objects annotated
 // kustomize.toolkit.fluxcd.io/prune: disabled, and, when PruneOptions.Owner

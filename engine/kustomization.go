@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // Finalizer is set on objects whose deletion must clean up: a pruning
@@ -153,18 +154,18 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 
 // healthChecks lists what to wait for: every applied object with
 // spec.wait, else spec.healthChecks.
-func (r *kustomizationReconciler) healthChecks(obj *kustomizev1.Kustomization, inv apply.Inventory) []apply.ObjectRef {
+func (r *kustomizationReconciler) healthChecks(obj *kustomizev1.Kustomization, inv apply.Inventory) []health.ObjectRef {
 	if obj.Spec.Wait {
 		return inv.Entries
 	}
-	var out []apply.ObjectRef
+	var out []health.ObjectRef
 	for _, hc := range obj.Spec.HealthChecks {
 		gv, _ := schema.ParseGroupVersion(hc.APIVersion)
 		ns := hc.Namespace
 		if ns == "" {
 			ns = obj.Namespace
 		}
-		out = append(out, apply.ObjectRef{Group: gv.Group, Version: gv.Version, Kind: hc.Kind, Namespace: ns, Name: hc.Name})
+		out = append(out, health.ObjectRef{Group: gv.Group, Version: gv.Version, Kind: hc.Kind, Namespace: ns, Name: hc.Name})
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/health"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -137,9 +138,9 @@ func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustom
 }
 
 func inventoryOf(inv *kustomizev1.ResourceInventory) apply.Inventory {
-	var refs []apply.ObjectRef
+	var refs []health.ObjectRef
 	for _, e := range inv.Entries {
-		if r, err := apply.ParseID(e.ID, e.Version); err == nil {
+		if r, err := health.ParseID(e.ID, e.Version); err == nil {
 			refs = append(refs, r)
 		}
 	}
