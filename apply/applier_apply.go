@@ -33,10 +33,17 @@ type Owner struct {
 	LabelPrefix string
 	Name        string
 	Namespace   string
+	// Labels, when set, are the owner labels as they are, instead of
+	// <prefix>/name and <prefix>/namespace: for an owner that is not an
+	// object, such as the bootstrap directory. Default: none.
+	Labels map[string]string
 }
 
-// Labels returns the owner labels, or nil when the owner has no name.
-func (o Owner) Labels() map[string]string {
+// labels returns the owner labels, or nil when the owner has none.
+func (o Owner) labels() map[string]string {
+	if len(o.Labels) > 0 {
+		return o.Labels
+	}
 	if o.Name == "" {
 		return nil
 	}
@@ -155,7 +162,7 @@ func (a *Applier) applyStage(ctx context.Context, objs []*unstructured.Unstructu
 	errs := make([]error, len(objs))
 	sem := make(chan struct{}, a.opts.Concurrency)
 	var wg sync.WaitGroup
-	ownerLabels := opts.Owner.Labels()
+	ownerLabels := opts.Owner.labels()
 	if a.opts.Cache != nil {
 		a.warmCache(ctx, objs, opts.WaitTimeout)
 	}

@@ -50,7 +50,7 @@ func (a *Applier) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 	errs := make([]error, len(objs))
 	sem := make(chan struct{}, a.opts.Concurrency)
 	var wg sync.WaitGroup
-	labels := opts.Owner.Labels()
+	labels := opts.Owner.labels()
 	for i, o := range objs {
 		sem <- struct{}{}
 		wg.Add(1)

@@ -128,7 +128,7 @@ func pruneVeto(om *objectMeta, owner Owner) string {
 	if om.Metadata.Annotations[PruneAnnotation] == "disabled" {
 		return PruneAnnotation + ": disabled"
 	}
-	for k, v := range owner.Labels() {
+	for k, v := range owner.labels() {
 		if got := om.Metadata.Labels[k]; got != v {
 			if got == "" {
 				return fmt.Sprintf("not labelled %s=%s: not ours", k, v)

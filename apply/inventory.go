@@ -2,6 +2,8 @@ package apply
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/cozystack/cozy-aio/health"
@@ -61,4 +63,43 @@ func (inv Inventory) Stale(next Inventory) []health.ObjectRef {
 		}
 	}
 	return stale
+}
+
+// fluxInventory is the layout of Flux's status.inventory.
+type fluxInventory struct {
+	Entries []fluxInventoryEntry `json:"entries"`
+}
+
+type fluxInventoryEntry struct {
+	ID      string `json:"id"`
+	Version string `json:"v"`
+}
+
+// MarshalJSON writes the inventory in the layout of a Kustomization's
+// status.inventory, {"entries":[{"id":"<ObjectRef.ID>","v":"<version>"}]},
+// so that an inventory kept outside an object's status reads the same.
+func (inv Inventory) MarshalJSON() ([]byte, error) {
+	out := fluxInventory{Entries: make([]fluxInventoryEntry, len(inv.Entries))}
+	for i, r := range inv.Entries {
+		out.Entries[i] = fluxInventoryEntry{ID: r.ID(), Version: r.Version}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (inv *Inventory) UnmarshalJSON(b []byte) error {
+	var in fluxInventory
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	refs := make([]health.ObjectRef, 0, len(in.Entries))
+	for _, e := range in.Entries {
+		r, err := health.ParseID(e.ID, e.Version)
+		if err != nil {
+			return fmt.Errorf("reading an inventory: %w", err)
+		}
+		refs = append(refs, r)
+	}
+	*inv = NewInventory(refs...)
+	return nil
 }

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -57,5 +58,30 @@ func TestParseID(t *testing.T) {
 	}
 	if _, err := health.ParseID("bad", ""); err == nil {
 		t.Fatal("want an error")
+	}
+}
+
+func TestInventoryJSONIsFluxLayout(t *testing.T) {
+	inv := NewInventory(
+		health.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "a", Name: "web"},
+		health.ObjectRef{Version: "v1", Kind: "Namespace", Name: "a"},
+	)
+	b, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"entries":[{"id":"_a__Namespace","v":"v1"},{"id":"a_web_apps_Deployment","v":"v1"}]}`
+	if string(b) != want {
+		t.Fatalf("got %s, want %s", b, want)
+	}
+	var back Inventory
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, inv) {
+		t.Fatalf("round trip: got %v, want %v", back, inv)
+	}
+	if err := json.Unmarshal([]byte(`{"entries":[{"id":"bad","v":"v1"}]}`), &back); err == nil {
+		t.Fatal("a malformed entry must be an error")
 	}
 }
