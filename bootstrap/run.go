@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/engine"
 )
 
@@ -94,7 +94,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	log.Info("CRDs installed")
 	if !opts.Engine.Replicas.Enabled {
-		if err := applyBootstrapDir(ctx, c, opts, log); err != nil {
+		if err := applyBootstrapDir(ctx, cfg, opts, log); err != nil {
 			return err
 		}
 	}
@@ -121,7 +121,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			if err := engine.InstallCRDs(ctx, cfg, opts.Engine.FieldManager); err != nil {
 				return err
 			}
-			return applyBootstrapDir(ctx, c, opts, log)
+			return applyBootstrapDir(ctx, cfg, opts, log)
 		}))
 		if err != nil {
 			return err
@@ -169,48 +169,27 @@ func watchNetwork(ctx context.Context, e *engine.Engine, phases *Phases, opts Ne
 	return err
 }
 
-func applyBootstrapDir(ctx context.Context, c client.Client, opts RunOptions, log logr.Logger) error {
+// applyBootstrapDir applies the bootstrap directory through an Applier of
+// its own field manager, and records what it applied in the data directory.
+func applyBootstrapDir(ctx context.Context, cfg *rest.Config, opts RunOptions, log logr.Logger) error {
 	if opts.BootstrapDir == "" {
 		return nil
 	}
-	objs, err := LoadObjects(opts.BootstrapDir)
+	objs, err := loadObjects(opts.BootstrapDir)
 	if err != nil {
 		return err
 	}
-	invPath := filepath.Join(opts.Engine.DataDir, "bootstrap-inventory.json")
-	var previous []ObjectRef
-	if b, err := os.ReadFile(invPath); err == nil {
-		_ = json.Unmarshal(b, &previous)
-	}
-	res, err := ApplyObjects(ctx, c, objs, ApplyOptions{Prune: opts.PruneBootstrap, Previous: previous})
+	a, err := apply.New(cfg, apply.Options{FieldManager: fieldManager})
 	if err != nil {
 		return err
 	}
-	log.Info("bootstrap objects applied", "dir", opts.BootstrapDir, "applied", len(res.Applied), "pruned", len(res.Pruned))
-	keep := res.Applied
-	if !opts.PruneBootstrap {
-		keep = mergeRefs(previous, res.Applied)
-	}
-	b, err := json.Marshal(keep)
+	invPath := filepath.Join(opts.Engine.DataDir, inventoryFile)
+	res, err := applyObjects(ctx, a, objs, readInventory(invPath), opts.PruneBootstrap)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(invPath, b, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("recording bootstrap inventory: %w", err)
-	}
-	return nil
-}
-
-func mergeRefs(a, b []ObjectRef) []ObjectRef {
-	seen := map[ObjectRef]bool{}
-	var out []ObjectRef
-	for _, r := range append(append([]ObjectRef(nil), a...), b...) {
-		if !seen[r] {
-			seen[r] = true
-			out = append(out, r)
-		}
-	}
-	return out
+	log.Info("bootstrap objects applied", "dir", opts.BootstrapDir, "applied", len(res.Applied.Changes), "pruned", res.Pruned.Count(apply.Deleted))
+	return writeInventory(invPath, res.Inventory)
 }
 
 func readEndpoints(dataDir string) []string {
