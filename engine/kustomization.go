@@ -29,7 +29,7 @@ func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	self := Ref{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := nodeRef{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, obj, self)
 	}
@@ -48,7 +48,7 @@ func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRetryInterval()})
 }
 
-func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self Ref) outcome {
+func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) outcome {
 	e := r.e
 	if err := kustomizationUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
@@ -127,7 +127,7 @@ func (r *kustomizationReconciler) ensureFinalizer(ctx context.Context, obj *kust
 }
 
 // finalize prunes a deleted Kustomization's inventory, then lets it go.
-func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self Ref) error {
+func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) error {
 	e := r.e
 	e.graph.Remove(self)
 	e.waits.forget(self)
