@@ -49,7 +49,11 @@ type RunOptions struct {
 // engine with the network phase first. It blocks until ctx ends.
 func Run(ctx context.Context, opts RunOptions) error {
 	log := opts.Logger
-	opts.Engine = opts.Engine.WithDefaults()
+	if opts.Engine.DataDir == "" {
+		// The engine's default, settled here: the bootstrap keeps its own
+		// files there before the engine exists.
+		opts.Engine.DataDir = filepath.Join(os.TempDir(), "cozy-aio")
+	}
 	cfg := opts.Config
 	var fallbacks []string
 	if cfg == nil {
@@ -63,12 +67,6 @@ func Run(ctx context.Context, opts RunOptions) error {
 		}
 		log.Info("API server found", "candidate", ep.Kind, "host", ep.Config.Host)
 		cfg = ep.Config
-	}
-	if eo := opts.Engine.WithDefaults(); cfg.QPS == 0 && cfg.RateLimiter == nil {
-		// The engine's rate limit, not client-go's 5 requests/s, for the
-		// CRDs and the bootstrap directory too.
-		cfg = rest.CopyConfig(cfg)
-		cfg.QPS, cfg.Burst = eo.KubeAPIQPS, eo.KubeAPIBurst
 	}
 	c, err := client.New(cfg, client.Options{Scheme: engine.NewScheme()})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -140,13 +141,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if registry == nil {
 		registry = ctrlmetrics.Registry.(*prometheus.Registry)
 	}
-	store, err := source.NewStore(opts.DataDir, source.StoreOptions{BaseURL: opts.ArtifactBaseURL})
+	store, server, err := artifactStore(opts)
 	if err != nil {
-		return nil, fmt.Errorf("opening the artifact store in %s: %w", opts.DataDir, err)
-	}
-	server, err := source.NewServer(store, source.ServerOptions{Addr: opts.ArtifactAddr})
-	if err != nil {
-		return nil, fmt.Errorf("artifact server on %s: %w", opts.ArtifactAddr, err)
+		return nil, err
 	}
 	applyCache, err := apply.NewCache(cfg)
 	if err != nil {
@@ -198,6 +195,34 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		}
 	}
 	return e, nil
+}
+
+// artifactStore opens the store and binds its server. It binds first, so
+// that a ":0" port is resolved once, by the listener that serves it, and
+// the URLs written in status name that port.
+func artifactStore(opts Options) (*source.Store, *source.Server, error) {
+	ln, err := net.Listen("tcp", opts.ArtifactAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("artifact server on %s: %w", opts.ArtifactAddr, err)
+	}
+	if opts.ArtifactBaseURL == "" {
+		addr := opts.ArtifactAddr
+		if strings.HasSuffix(addr, ":0") {
+			addr = ln.Addr().String()
+		}
+		opts.ArtifactBaseURL = "http://" + addr
+	}
+	store, err := source.NewStore(opts.DataDir, source.StoreOptions{BaseURL: opts.ArtifactBaseURL})
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("opening the artifact store in %s: %w", opts.DataDir, err)
+	}
+	server, err := source.NewServer(store, source.ServerOptions{Addr: opts.ArtifactAddr, Listener: ln})
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return store, server, nil
 }
 
 // everyReplica runs a part of the engine on every replica, not only on
