@@ -61,7 +61,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		if len(d.Fallbacks) == 0 {
 			d.Fallbacks = readEndpoints(opts.Engine.DataDir)
 		}
-		ep, err := Discover(ctx, d)
+		ep, err := discover(ctx, d)
 		if err != nil {
 			return err
 		}
@@ -72,14 +72,14 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
-	report := Preflight(ctx, cfg, c, PreflightOptions{DataDir: opts.Engine.DataDir})
+	report := preflight(ctx, cfg, c, preflightOptions{DataDir: opts.Engine.DataDir})
 	for _, check := range report {
 		log.Info(check.String())
 	}
 	if err := report.Err(); err != nil {
 		return err
 	}
-	if fallbacks, err = APIServerEndpoints(ctx, c); err == nil {
+	if fallbacks, err = apiServerEndpoints(ctx, c); err == nil {
 		writeEndpoints(opts.Engine.DataDir, fallbacks)
 	}
 	install := engine.InstallCRDs
@@ -100,7 +100,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		// The engine's default; set here so the phase gauge lands beside it.
 		opts.Engine.Registry = ctrlmetrics.Registry.(*prometheus.Registry)
 	}
-	phases := NewPhases(opts.Engine.Registry)
+	phases := newPhaseGate(opts.Engine.Registry)
 	if opts.SkipNetworkPhase {
 		phases.Observe(true, "")
 	}
@@ -134,7 +134,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 
 // watchNetwork re-evaluates the network on every Node event from the
 // engine's cache, and opens the gate once the nodes have a network.
-func watchNetwork(ctx context.Context, e *engine.Engine, phases *Phases, opts NetworkOptions, log logr.Logger) error {
+func watchNetwork(ctx context.Context, e *engine.Engine, phases *phaseGate, opts NetworkOptions, log logr.Logger) error {
 	inf, err := e.Cache().GetInformer(ctx, &corev1.Node{})
 	if err != nil {
 		return fmt.Errorf("watching nodes: %w", err)
@@ -144,9 +144,9 @@ func watchNetwork(ctx context.Context, e *engine.Engine, phases *Phases, opts Ne
 		if err := e.Cache().List(ctx, &nodes); err != nil {
 			return
 		}
-		ready, why := NetworkReady(nodes.Items, opts)
+		ready, why := networkReady(nodes.Items, opts)
 		if phases.Observe(ready, why) {
-			log.Info("phase", "phase", PhaseAll, "reason", "nodes have a network")
+			log.Info("phase", "phase", phaseAll, "reason", "nodes have a network")
 			if err := e.Wake(ctx); err != nil {
 				log.Error(err, "waking units after the network phase")
 			}
