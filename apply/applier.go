@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // DefaultFieldManager is the server-side apply field manager used when
@@ -127,7 +129,7 @@ func (a *Applier) RESTMapper() meta.RESTMapper { return a.mapper }
 
 // mapping returns the REST mapping of ref's kind, naming the kind and the
 // missing CRD when the API server does not serve it.
-func (a *Applier) mapping(ref ObjectRef) (*meta.RESTMapping, error) {
+func (a *Applier) mapping(ref health.ObjectRef) (*meta.RESTMapping, error) {
 	m, err := a.mapper.RESTMapping(schema.GroupKind{Group: ref.Group, Kind: ref.Kind}, ref.Version)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
@@ -139,7 +141,7 @@ func (a *Applier) mapping(ref ObjectRef) (*meta.RESTMapping, error) {
 }
 
 // path returns the URL path of the object ref under mapping m.
-func objectPath(m *meta.RESTMapping, ref ObjectRef) string {
+func objectPath(m *meta.RESTMapping, ref health.ObjectRef) string {
 	var b strings.Builder
 	if m.Resource.Group == "" {
 		b.WriteString("/api/")
@@ -176,7 +178,7 @@ func (e *UnknownKindError) Unwrap() error { return e.Err }
 
 // describe wraps an API error of the Applier with the object and, for a
 // denial, the identity that was denied.
-func (a *Applier) describe(ref ObjectRef, verb string, err error) error {
+func (a *Applier) describe(ref health.ObjectRef, verb string, err error) error {
 	if apierrors.IsForbidden(err) {
 		who := "the applier's identity"
 		if a.opts.Impersonate.Name != "" {

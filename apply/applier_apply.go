@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // DefaultOwnerLabelPrefix is the prefix of the owner labels when
@@ -31,10 +33,17 @@ type Owner struct {
 	LabelPrefix string
 	Name        string
 	Namespace   string
+	// Labels, when set, are the owner labels as they are, instead of
+	// <prefix>/name and <prefix>/namespace: for an owner that is not an
+	// object, such as the bootstrap directory. Default: none.
+	Labels map[string]string
 }
 
-// Labels returns the owner labels, or nil when the owner has no name.
-func (o Owner) Labels() map[string]string {
+// labels returns the owner labels, or nil when the owner has none.
+func (o Owner) labels() map[string]string {
+	if len(o.Labels) > 0 {
+		return o.Labels
+	}
 	if o.Name == "" {
 		return nil
 	}
@@ -130,18 +139,18 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 
 func validateObjects(objs []*unstructured.Unstructured) error {
 	var errs []error
-	seen := make(map[ObjectRef]bool, len(objs))
+	seen := make(map[health.ObjectRef]bool, len(objs))
 	for i, o := range objs {
-		ref := RefOf(o)
+		ref := health.RefOf(o)
 		switch {
 		case o.GetAPIVersion() == "" || o.GetKind() == "":
 			errs = append(errs, fmt.Errorf("object %d (%s): apiVersion and kind are required", i, ref))
 		case o.GetName() == "":
 			errs = append(errs, fmt.Errorf("object %d (%s): metadata.name is required", i, ref))
-		case seen[ref.key()]:
+		case seen[keyOf(ref)]:
 			errs = append(errs, fmt.Errorf("%s: the object appears twice in the set", ref))
 		}
-		seen[ref.key()] = true
+		seen[keyOf(ref)] = true
 	}
 	return errors.Join(errs...)
 }
@@ -153,7 +162,7 @@ func (a *Applier) applyStage(ctx context.Context, objs []*unstructured.Unstructu
 	errs := make([]error, len(objs))
 	sem := make(chan struct{}, a.opts.Concurrency)
 	var wg sync.WaitGroup
-	ownerLabels := opts.Owner.Labels()
+	ownerLabels := opts.Owner.labels()
 	if a.opts.Cache != nil {
 		a.warmCache(ctx, objs, opts.WaitTimeout)
 	}
@@ -225,7 +234,7 @@ func withLabels(o *unstructured.Unstructured, extra map[string]string) *unstruct
 // applyOne applies one object. It writes nothing when the Cache proves the
 // write would change nothing.
 func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, opts ApplyOptions) (Change, error) {
-	ref := RefOf(o)
+	ref := health.RefOf(o)
 	m, err := a.mapping(ref)
 	if err != nil {
 		return Change{}, err
@@ -301,7 +310,7 @@ type objectMeta struct {
 const metadataAccept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 // getMeta reads the metadata of an object, or reports that it is absent.
-func (a *Applier) getMeta(ctx context.Context, m *meta.RESTMapping, ref ObjectRef) (liveState, error) {
+func (a *Applier) getMeta(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef) (liveState, error) {
 	om, err := a.getObjectMeta(ctx, m, ref)
 	if err != nil {
 		if isNotFound(err) {
@@ -312,7 +321,7 @@ func (a *Applier) getMeta(ctx context.Context, m *meta.RESTMapping, ref ObjectRe
 	return liveState{known: true, exists: true, resourceVersion: om.Metadata.ResourceVersion}, nil
 }
 
-func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref ObjectRef) (*objectMeta, error) {
+func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef) (*objectMeta, error) {
 	res := a.rest.Get().AbsPath(objectPath(m, ref)).SetHeader("Accept", metadataAccept).Do(ctx)
 	if err := res.Error(); err != nil {
 		return nil, err // Error, unlike Raw, decodes the API server's Status
@@ -327,7 +336,7 @@ func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref Ob
 
 // patch sends one server-side apply with force-conflicts and returns the
 // HTTP status code and the new resourceVersion.
-func (a *Applier) patch(ctx context.Context, m *meta.RESTMapping, ref ObjectRef, body []byte) (int, string, error) {
+func (a *Applier) patch(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef, body []byte) (int, string, error) {
 	var code int
 	res := a.rest.Patch(types.ApplyPatchType).
 		AbsPath(objectPath(m, ref)).

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // waitForCRDs waits until every CRD among objs is established and its kind
@@ -22,7 +24,7 @@ func (a *Applier) waitForCRDs(ctx context.Context, objs []*unstructured.Unstruct
 		if !ssautils.IsCRD(o) {
 			continue
 		}
-		ref := RefOf(o)
+		ref := health.RefOf(o)
 		var last string
 		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 			crd := &unstructured.Unstructured{}

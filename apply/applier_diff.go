@@ -11,6 +11,8 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // DiffOptions configures one Diff. The zero value works.
@@ -22,7 +24,7 @@ type DiffOptions struct {
 
 // Drift is how one object differs from its desired state.
 type Drift struct {
-	Object ObjectRef
+	Object health.ObjectRef
 	// Missing: the object does not exist.
 	Missing bool
 	// Fields are the paths that differ, such as "data.key" or
@@ -48,7 +50,7 @@ func (a *Applier) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 	errs := make([]error, len(objs))
 	sem := make(chan struct{}, a.opts.Concurrency)
 	var wg sync.WaitGroup
-	labels := opts.Owner.Labels()
+	labels := opts.Owner.labels()
 	for i, o := range objs {
 		sem <- struct{}{}
 		wg.Add(1)
@@ -68,7 +70,7 @@ func (a *Applier) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 }
 
 func (a *Applier) diffOne(ctx context.Context, o *unstructured.Unstructured) (*Drift, error) {
-	ref := RefOf(o)
+	ref := health.RefOf(o)
 	if _, err := a.mapping(ref); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // ImmutablePolicy is what Apply does when the API server rejects an update
@@ -47,7 +49,7 @@ const fluxForceAnnotation = "kustomize.toolkit.fluxcd.io/force"
 // ImmutableError means an update changes an immutable field and the policy
 // is ImmutableFail.
 type ImmutableError struct {
-	Object ObjectRef
+	Object health.ObjectRef
 	// Fields are the immutable fields the update changes, as reported by
 	// the API server (for example "spec.serviceName").
 	Fields []string
@@ -104,7 +106,7 @@ func (a *Applier) policyFor(o *unstructured.Unstructured, opts ApplyOptions) (Im
 		case ImmutableFail, ImmutableRecreate, ImmutableOrphanRecreate:
 			return ImmutablePolicy(p), nil
 		}
-		return "", fmt.Errorf("%s: annotation %s: unknown policy %q (want Fail, Recreate or OrphanRecreate)", RefOf(o), ImmutablePolicyAnnotation, p)
+		return "", fmt.Errorf("%s: annotation %s: unknown policy %q (want Fail, Recreate or OrphanRecreate)", health.RefOf(o), ImmutablePolicyAnnotation, p)
 	}
 	if ann[fluxForceAnnotation] == "enabled" {
 		return ImmutableRecreate, nil
@@ -120,7 +122,7 @@ func (a *Applier) policyFor(o *unstructured.Unstructured, opts ApplyOptions) (Im
 
 // handleImmutable applies the immutable-field policy after the API server
 // rejected the apply of o with applyErr.
-func (a *Applier) handleImmutable(ctx context.Context, m *meta.RESTMapping, ref ObjectRef, o *unstructured.Unstructured,
+func (a *Applier) handleImmutable(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef, o *unstructured.Unstructured,
 	body []byte, applyErr error, opts ApplyOptions) (int, string, string, error) {
 	policy, err := a.policyFor(o, opts)
 	if err != nil {
@@ -150,7 +152,7 @@ func (a *Applier) handleImmutable(ctx context.Context, m *meta.RESTMapping, ref 
 
 // deleteAndWait deletes the object with the given propagation and waits
 // until the API server no longer has it.
-func (a *Applier) deleteAndWait(ctx context.Context, m *meta.RESTMapping, ref ObjectRef, propagation metav1.DeletionPropagation, timeout time.Duration) error {
+func (a *Applier) deleteAndWait(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef, propagation metav1.DeletionPropagation, timeout time.Duration) error {
 	body, _ := json.Marshal(metav1.DeleteOptions{
 		TypeMeta:          metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
 		PropagationPolicy: &propagation,

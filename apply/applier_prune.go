@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // PruneAnnotation set to "disabled" on a live object keeps Prune from
@@ -31,11 +33,11 @@ type PruneOptions struct {
 // go before what holds them. An object already gone is reported Deleted; an
 // object annotated PruneAnnotation: disabled, or owned by another owner, is
 // Skipped with the reason in Change.Detail.
-func (a *Applier) Prune(ctx context.Context, refs []ObjectRef, opts PruneOptions) (ChangeSet, error) {
+func (a *Applier) Prune(ctx context.Context, refs []health.ObjectRef, opts PruneOptions) (ChangeSet, error) {
 	if opts.Propagation == "" {
 		opts.Propagation = metav1.DeletePropagationBackground
 	}
-	var byStage [stageCount][]ObjectRef
+	var byStage [stageCount][]health.ObjectRef
 	for _, r := range refs {
 		byStage[stageOfRef(r)] = append(byStage[stageOfRef(r)], r)
 	}
@@ -50,7 +52,7 @@ func (a *Applier) Prune(ctx context.Context, refs []ObjectRef, opts PruneOptions
 	return cs, nil
 }
 
-func stageOfRef(r ObjectRef) int {
+func stageOfRef(r health.ObjectRef) int {
 	switch {
 	case r.Group == "apiextensions.k8s.io" && r.Kind == "CustomResourceDefinition",
 		r.Group == "" && r.Kind == "Namespace":
@@ -61,7 +63,7 @@ func stageOfRef(r ObjectRef) int {
 	return stageRest
 }
 
-func (a *Applier) pruneStage(ctx context.Context, refs []ObjectRef, opts PruneOptions) ([]Change, error) {
+func (a *Applier) pruneStage(ctx context.Context, refs []health.ObjectRef, opts PruneOptions) ([]Change, error) {
 	changes := make([]Change, len(refs))
 	errs := make([]error, len(refs))
 	sem := make(chan struct{}, a.opts.Concurrency)
@@ -84,7 +86,7 @@ func (a *Applier) pruneStage(ctx context.Context, refs []ObjectRef, opts PruneOp
 	return out, errors.Join(errs...)
 }
 
-func (a *Applier) pruneOne(ctx context.Context, ref ObjectRef, opts PruneOptions) (Change, error) {
+func (a *Applier) pruneOne(ctx context.Context, ref health.ObjectRef, opts PruneOptions) (Change, error) {
 	m, err := a.mapping(ref)
 	if err != nil {
 		if _, ok := errors.AsType[*UnknownKindError](err); ok {
@@ -126,7 +128,7 @@ func pruneVeto(om *objectMeta, owner Owner) string {
 	if om.Metadata.Annotations[PruneAnnotation] == "disabled" {
 		return PruneAnnotation + ": disabled"
 	}
-	for k, v := range owner.Labels() {
+	for k, v := range owner.labels() {
 		if got := om.Metadata.Labels[k]; got != v {
 			if got == "" {
 				return fmt.Sprintf("not labelled %s=%s: not ours", k, v)

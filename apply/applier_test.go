@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 const crdAndCR = `
@@ -140,7 +142,7 @@ func TestPrune(t *testing.T) {
 	}
 	stale := first.Inventory().Stale(second.Inventory())
 	// A bogus previous inventory that claims the other owner's object.
-	stale = append(stale, RefOf(theirs[0]))
+	stale = append(stale, health.RefOf(theirs[0]))
 	cs, err := a.Prune(ctx, stale, PruneOptions{Owner: owner})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // Benchmarks of Apply against the envtest API server, with their peers in
@@ -232,7 +234,7 @@ func waitCacheCaughtUp(b *testing.B, ctx context.Context, a *Applier, objs []*un
 	c := a.opts.Cache
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		for _, o := range objs {
-			ref := RefOf(o)
+			ref := health.RefOf(o)
 			m, err := a.mapping(ref)
 			if err != nil {
 				return false, err
@@ -243,7 +245,7 @@ func waitCacheCaughtUp(b *testing.B, ctx context.Context, a *Applier, objs []*un
 			}
 			item, ok, _ := inf.GetStore().GetByKey(ref.Namespace + "/" + ref.Name)
 			c.mu.Lock()
-			last := c.last[ref.key()]
+			last := c.last[keyOf(ref)]
 			c.mu.Unlock()
 			if !ok || item.(*metav1.PartialObjectMetadata).ResourceVersion != last.resourceVersion {
 				return false, nil
@@ -275,11 +277,11 @@ func benchRaw(b *testing.B, n int) {
 		paths := make([]string, n)
 		for i, o := range objs {
 			bodies[i], _ = json.Marshal(o.Object)
-			m, err := a.mapping(RefOf(o))
+			m, err := a.mapping(health.RefOf(o))
 			if err != nil {
 				b.Fatal(err)
 			}
-			paths[i] = objectPath(m, RefOf(o))
+			paths[i] = objectPath(m, health.RefOf(o))
 		}
 		requests.Store(0)
 		b.StartTimer()

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 func TestBuild(t *testing.T) {
@@ -36,7 +38,7 @@ func TestBuild(t *testing.T) {
 			}
 			var got []string
 			for _, o := range objs {
-				got = append(got, RefOf(o).String())
+				got = append(got, health.RefOf(o).String())
 			}
 			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 				t.Fatalf("got %v, want %v", got, tt.want)

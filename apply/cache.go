@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // Cache lets Appliers skip writes that would change nothing.
@@ -38,7 +40,7 @@ type Cache struct {
 	mu        sync.Mutex
 	ctx       context.Context
 	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
-	last      map[ObjectRef]applied
+	last      map[health.ObjectRef]applied
 }
 
 type applied struct {
@@ -58,7 +60,7 @@ func NewCache(cfg *rest.Config) (*Cache, error) {
 	return &Cache{
 		client:    mc,
 		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
-		last:      map[ObjectRef]applied{},
+		last:      map[health.ObjectRef]applied{},
 	}, nil
 }
 
@@ -136,7 +138,7 @@ func stripMetadata(obj any) (any, error) {
 }
 
 // lookup tells what the watch knows of ref before writing sum.
-func (c *Cache) lookup(gvr schema.GroupVersionResource, ref ObjectRef, sum [32]byte) liveState {
+func (c *Cache) lookup(gvr schema.GroupVersionResource, ref health.ObjectRef, sum [32]byte) liveState {
 	inf := c.informer(gvr)
 	if inf == nil {
 		return liveState{}
@@ -154,7 +156,7 @@ func (c *Cache) lookup(gvr schema.GroupVersionResource, ref ObjectRef, sum [32]b
 	}
 	rv := item.(*metav1.PartialObjectMetadata).ResourceVersion
 	c.mu.Lock()
-	last, ok := c.last[ref.key()]
+	last, ok := c.last[keyOf(ref)]
 	c.mu.Unlock()
 	return liveState{
 		known:           true,
@@ -164,14 +166,14 @@ func (c *Cache) lookup(gvr schema.GroupVersionResource, ref ObjectRef, sum [32]b
 	}
 }
 
-func (c *Cache) record(_ schema.GroupVersionResource, ref ObjectRef, sum [32]byte, rv string) {
+func (c *Cache) record(_ schema.GroupVersionResource, ref health.ObjectRef, sum [32]byte, rv string) {
 	c.mu.Lock()
-	c.last[ref.key()] = applied{sum: sum, resourceVersion: rv}
+	c.last[keyOf(ref)] = applied{sum: sum, resourceVersion: rv}
 	c.mu.Unlock()
 }
 
-func (c *Cache) forget(_ schema.GroupVersionResource, ref ObjectRef) {
+func (c *Cache) forget(_ schema.GroupVersionResource, ref health.ObjectRef) {
 	c.mu.Lock()
-	delete(c.last, ref.key())
+	delete(c.last, keyOf(ref))
 	c.mu.Unlock()
 }

@@ -2,6 +2,8 @@ package apply
 
 import (
 	"strings"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // Action is what Apply or Prune did to one object.
@@ -25,7 +27,7 @@ const (
 
 // Change is the action taken on one object.
 type Change struct {
-	Object ObjectRef
+	Object health.ObjectRef
 	Action Action
 	// Detail explains a Skipped action or a re-creation; empty otherwise.
 	Detail string
@@ -71,7 +73,7 @@ func (cs ChangeSet) Changed() bool {
 // Inventory returns the inventory of the objects the change set applied:
 // everything except deleted objects.
 func (cs ChangeSet) Inventory() Inventory {
-	refs := make([]ObjectRef, 0, len(cs.Changes))
+	refs := make([]health.ObjectRef, 0, len(cs.Changes))
 	for _, c := range cs.Changes {
 		if c.Action != Deleted {
 			refs = append(refs, c.Object)

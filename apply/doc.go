@@ -52,14 +52,17 @@
 // # Inventory and prune
 //
 // ChangeSet.Inventory is the set of applied objects (group, version, kind,
-// namespace, name; ObjectRef.ID is Flux's inventory ID). Inventory.Stale
+// namespace, name, as health.ObjectRef: the same reference a health.Waiter
+// waits for; its ID is Flux's inventory ID). Inventory.Stale
 // gives what to prune, and Prune deletes it with a propagation policy,
 // last the CRDs and Namespaces. Prune skips objects annotated
 // kustomize.toolkit.fluxcd.io/prune: disabled, and, when PruneOptions.Owner
 // is set, every object that does not carry that owner's labels
 // (<prefix>/name and <prefix>/namespace, with Flux's prefix
-// kustomize.toolkit.fluxcd.io by default; Apply sets them from
-// ApplyOptions.Owner): an object another inventory owns is never pruned.
+// kustomize.toolkit.fluxcd.io by default, or Owner.Labels as they are;
+// Apply sets them from ApplyOptions.Owner): an object another inventory
+// owns is never pruned. An Inventory marshals to JSON in the layout of a
+// Kustomization's status.inventory, for an owner that keeps it elsewhere.
 //
 // # Drift
 //

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 const driftSet = `
@@ -63,7 +65,7 @@ func TestDriftDetectedAndCorrected(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Drift{{
-		Object: ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "settings"},
+		Object: health.ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "settings"},
 		Fields: []string{"data.mode", "metadata.labels.app"},
 	}}
 	if !reflect.DeepEqual(res.Drifted, want) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/health"
 )
 
 func ExampleBuild() {
@@ -21,7 +22,7 @@ func ExampleBuild() {
 		log.Fatal(err)
 	}
 	for _, o := range objs {
-		fmt.Println(apply.RefOf(o))
+		fmt.Println(health.RefOf(o))
 	}
 	// Output:
 	// Service/prod/web
@@ -51,7 +52,7 @@ spec:
 	}
 	d := out[0]
 	replicas := d.Object["spec"].(map[string]any)["replicas"]
-	fmt.Println(apply.RefOf(d), replicas, d.GetAnnotations()["note"])
+	fmt.Println(health.RefOf(d), replicas, d.GetAnnotations()["note"])
 
 	_, err = apply.Substitute(objs, apply.SubstituteOptions{Strict: true})
 	fmt.Println(err)
@@ -61,8 +62,8 @@ spec:
 }
 
 func ExampleInventory_Stale() {
-	cm := func(name string) apply.ObjectRef {
-		return apply.ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: "demo", Name: name}
+	cm := func(name string) health.ObjectRef {
+		return health.ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: "demo", Name: name}
 	}
 	previous := apply.NewInventory(cm("a"), cm("b"), cm("c"))
 	current := apply.NewInventory(cm("a"), cm("c"))

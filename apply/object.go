@@ -1,64 +1,18 @@
 package apply
 
 import (
-	"fmt"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"github.com/cozystack/cozy-aio/health"
 )
 
-// ObjectRef identifies one Kubernetes object: the inventory records one per
-// applied object. health.ObjectRef has the same fields, so the two convert
-// with a plain type conversion.
-type ObjectRef struct {
-	Group     string
-	Version   string
-	Kind      string
-	Namespace string
-	Name      string
-}
+// ObjectRef is health.ObjectRef, cozy-aio's one object reference.
+//
+// Deprecated: use health.ObjectRef. The alias only keeps engine/waits.go
+// building until it names health.ObjectRef itself (#20).
+type ObjectRef = health.ObjectRef
 
-// RefOf returns the reference of u.
-func RefOf(u *unstructured.Unstructured) ObjectRef {
-	gvk := u.GroupVersionKind()
-	return ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
-}
-
-// GroupVersionKind returns the object's GVK.
-func (r ObjectRef) GroupVersionKind() schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
-}
-
-// String returns Kind/namespace/name, or Kind/name for a cluster-scoped
-// object: the form every error of this package uses.
-func (r ObjectRef) String() string {
-	if r.Namespace == "" {
-		return r.Kind + "/" + r.Name
-	}
-	return r.Kind + "/" + r.Namespace + "/" + r.Name
-}
-
-// ID returns the object's identity without its version, in the format of
-// Flux's inventory entries: namespace_name_group_kind.
-func (r ObjectRef) ID() string {
-	return r.Namespace + "_" + r.Name + "_" + r.Group + "_" + r.Kind
-}
-
-// key identifies an object regardless of the version it was applied with.
-func (r ObjectRef) key() ObjectRef {
+// keyOf identifies an object regardless of the version it was applied
+// with.
+func keyOf(r health.ObjectRef) health.ObjectRef {
 	r.Version = ""
 	return r
-}
-
-// ParseID is the inverse of ID: it returns the reference of a Flux inventory
-// entry (id, version).
-func ParseID(id, version string) (ObjectRef, error) {
-	// Names and namespaces cannot contain "_", groups and kinds neither, so
-	// the split is unambiguous.
-	parts := strings.Split(id, "_")
-	if len(parts) != 4 {
-		return ObjectRef{}, fmt.Errorf("inventory entry %q: want namespace_name_group_kind", id)
-	}
-	return ObjectRef{Namespace: parts[0], Name: parts[1], Group: parts[2], Kind: parts[3], Version: version}, nil
 }

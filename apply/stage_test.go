@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 const mixedYAML = `
@@ -60,8 +62,8 @@ func TestStages(t *testing.T) {
 		t.Fatalf("stages = %v, want %v", got, want)
 	}
 	for _, o := range objs {
-		if s := stageOfRef(RefOf(o)); s != stageOf(o) {
-			t.Errorf("%s: stageOfRef = %d, stageOf = %d", RefOf(o), s, stageOf(o))
+		if s := stageOfRef(health.RefOf(o)); s != stageOf(o) {
+			t.Errorf("%s: stageOfRef = %d, stageOf = %d", health.RefOf(o), s, stageOf(o))
 		}
 	}
 }

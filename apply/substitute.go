@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // SubstituteAnnotation opts an object out of post-build substitution when
@@ -26,7 +28,7 @@ type SubstituteOptions struct {
 
 // MissingVarError is returned in strict mode when a variable has no value.
 type MissingVarError struct {
-	Object ObjectRef
+	Object health.ObjectRef
 	Vars   []string
 }
 
@@ -54,19 +56,19 @@ func Substitute(objs []*unstructured.Unstructured, opts SubstituteOptions) ([]*u
 		}
 		data, err := yaml.Marshal(o.Object)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", RefOf(o), err)
+			return nil, fmt.Errorf("%s: %w", health.RefOf(o), err)
 		}
 		text, missing := expand(string(data), opts.Vars)
 		if opts.Strict && len(missing) > 0 {
-			return nil, &MissingVarError{Object: RefOf(o), Vars: missing}
+			return nil, &MissingVarError{Object: health.RefOf(o), Vars: missing}
 		}
 		js, err := yaml.YAMLToJSON([]byte(text))
 		if err != nil {
-			return nil, fmt.Errorf("%s: the substituted object is not valid YAML: %w", RefOf(o), err)
+			return nil, fmt.Errorf("%s: the substituted object is not valid YAML: %w", health.RefOf(o), err)
 		}
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(js); err != nil {
-			return nil, fmt.Errorf("%s: the substituted object is not valid: %w", RefOf(o), err)
+			return nil, fmt.Errorf("%s: the substituted object is not valid: %w", health.RefOf(o), err)
 		}
 		out[i] = u
 	}

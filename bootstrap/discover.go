@@ -22,15 +22,15 @@ const (
 	CandidateLocal      = "localhost"
 	CandidateKubeconfig = "kubeconfig"
 	// CandidateEndpointSlice tries DiscoverOptions.Fallbacks, the addresses
-	// remembered from the kubernetes EndpointSlice (see APIServerEndpoints).
+	// remembered from the kubernetes EndpointSlice (see apiServerEndpoints).
 	CandidateEndpointSlice = "endpointslice"
 )
 
-// DefaultOrder is the order in which Discover tries API server candidates.
+// DefaultOrder is the order in which Run tries API server candidates.
 var DefaultOrder = []string{CandidateExplicit, CandidateEnv, CandidateKubePrism, CandidateLocal, CandidateKubeconfig, CandidateEndpointSlice}
 
-// DiscoverOptions configures Discover. The zero value tries the default
-// candidates with in-cluster or admin.conf credentials.
+// DiscoverOptions configures how Run finds the API server. The zero value
+// tries the default candidates with in-cluster or admin.conf credentials.
 type DiscoverOptions struct {
 	// Server is an explicit API server URL. Default: none.
 	Server string
@@ -83,70 +83,70 @@ func (o DiscoverOptions) withDefaults() DiscoverOptions {
 	return o
 }
 
-// Attempt is one candidate that Discover tried.
-type Attempt struct {
+// attempt is one candidate that discover tried.
+type attempt struct {
 	Kind string
 	Host string
 	Err  error
 }
 
-func (a Attempt) String() string {
+func (a attempt) String() string {
 	if a.Err == nil {
 		return fmt.Sprintf("%s %s: ok", a.Kind, a.Host)
 	}
 	return fmt.Sprintf("%s %s: %v", a.Kind, a.Host, a.Err)
 }
 
-// Endpoint is the API server that Discover chose.
-type Endpoint struct {
+// endpoint is the API server that discover chose.
+type endpoint struct {
 	// Kind is the candidate kind that answered, e.g. "kubeprism".
 	Kind string
 	// Config reaches the API server at Config.Host.
 	Config *rest.Config
 	// Attempts lists every candidate tried, in order, the chosen one last.
-	Attempts []Attempt
+	Attempts []attempt
 }
 
-// ErrNoAPIServer means no candidate answered.
-var ErrNoAPIServer = errors.New("no API server reachable")
+// errNoAPIServer means no candidate answered.
+var errNoAPIServer = errors.New("no API server reachable")
 
-// DiscoveryError lists every candidate tried, on one line.
-type DiscoveryError struct{ Attempts []Attempt }
+// discoveryError lists every candidate tried, on one line.
+type discoveryError struct{ Attempts []attempt }
 
-func (e *DiscoveryError) Error() string {
+func (e *discoveryError) Error() string {
 	parts := make([]string, len(e.Attempts))
 	for i, a := range e.Attempts {
 		parts[i] = a.String()
 	}
-	return fmt.Sprintf("%v; tried: %s", ErrNoAPIServer, strings.Join(parts, "; "))
+	return fmt.Sprintf("%v; tried: %s", errNoAPIServer, strings.Join(parts, "; "))
 }
 
-func (e *DiscoveryError) Unwrap() error { return ErrNoAPIServer }
+func (e *discoveryError) Unwrap() error { return errNoAPIServer }
 
-// Discover finds the API server without the pod network. It tries each
+// discover finds the API server without the pod network. It tries each
 // candidate in order with a short probe and returns the first that answers
 // as an API server (any HTTP answer to /version, even 401, proves one is
 // there). Credentials come from the kubeconfig, else the service account.
-func Discover(ctx context.Context, opts DiscoverOptions) (*Endpoint, error) {
+func discover(ctx context.Context, opts DiscoverOptions) (*endpoint, error) {
 	opts = opts.withDefaults()
 	base, baseErr := credentials(opts)
-	var attempts []Attempt
+	var attempts []attempt
 	for _, kind := range opts.Order {
 		for _, host := range candidateHosts(kind, opts, base) {
 			if baseErr != nil {
-				attempts = append(attempts, Attempt{Kind: kind, Host: host, Err: baseErr})
+				attempts = append(attempts, attempt{Kind: kind, Host: host, Err: baseErr})
 				continue
 			}
 			cfg := rest.CopyConfig(base)
 			cfg.Host = host
 			err := probe(ctx, cfg, opts.ProbeTimeout)
-			attempts = append(attempts, Attempt{Kind: kind, Host: host, Err: err})
+			attempts = append(attempts, attempt{Kind: kind, Host: host, Err: err})
 			if err == nil {
-				return &Endpoint{Kind: kind, Config: cfg, Attempts: attempts}, nil
+				return &endpoint{Kind: kind, Config: cfg, Attempts: attempts}, nil
 			}
 		}
 	}
-	return nil, &DiscoveryError{Attempts: attempts}
+	return nil, &discoveryError{Attempts: attempts}
 }
 
 func candidateHosts(kind string, opts DiscoverOptions, base *rest.Config) []string {

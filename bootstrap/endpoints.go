@@ -11,11 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// APIServerEndpoints reads the kubernetes EndpointSlices in the default
+// apiServerEndpoints reads the kubernetes EndpointSlices in the default
 // namespace and returns the API server URLs they list, sorted. Remember them
 // (for example in the data directory) and pass them as
 // DiscoverOptions.Fallbacks on the next start.
-func APIServerEndpoints(ctx context.Context, c client.Reader) ([]string, error) {
+func apiServerEndpoints(ctx context.Context, c client.Reader) ([]string, error) {
 	var slices discoveryv1.EndpointSliceList
 	if err := c.List(ctx, &slices, client.InNamespace("default"),
 		client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {

@@ -15,16 +15,16 @@ import (
 // annotation of the same name is honoured too.
 const PhaseLabel = "cozy-aio.cozystack.io/phase"
 
-// Phases.
+// Phases: the values of PhaseLabel that matter, and the gate's states.
 const (
 	// PhaseNetwork reconciles only the network units (the CNI).
 	PhaseNetwork = "network"
-	// PhaseAll reconciles everything.
-	PhaseAll = "all"
+	// phaseAll reconciles everything.
+	phaseAll = "all"
 )
 
-// IsNetworkUnit reports whether obj belongs to the network phase.
-func IsNetworkUnit(obj metav1.Object) bool {
+// isNetworkUnit reports whether obj belongs to the network phase.
+func isNetworkUnit(obj metav1.Object) bool {
 	return obj.GetLabels()[PhaseLabel] == PhaseNetwork || obj.GetAnnotations()[PhaseLabel] == PhaseNetwork
 }
 
@@ -63,16 +63,16 @@ func NodeNetworkReady(n *corev1.Node) (bool, string) {
 	return true, ""
 }
 
-// NetworkOptions configures NetworkReady. The zero value needs one node.
+// NetworkOptions configures networkReady. The zero value needs one node.
 type NetworkOptions struct {
 	// MinNodes is how many nodes must have the network. Default: 1.
 	MinNodes int
 }
 
-// NetworkReady decides whether the network phase is over: at least
+// networkReady decides whether the network phase is over: at least
 // MinNodes nodes have their network. When not, it says which nodes wait
 // and why.
-func NetworkReady(nodes []corev1.Node, opts NetworkOptions) (bool, string) {
+func networkReady(nodes []corev1.Node, opts NetworkOptions) (bool, string) {
 	min := opts.MinNodes
 	if min <= 0 {
 		min = 1

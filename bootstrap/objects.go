@@ -1,33 +1,42 @@
 package bootstrap
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // BootstrapLabel marks objects that cozy-aio applied from the bootstrap
 // directory; only such objects are ever pruned from it.
 const BootstrapLabel = "cozy-aio.cozystack.io/bootstrap"
 
-// FieldManager is the server-side apply field manager of bootstrap objects.
-const FieldManager = "cozy-aio-bootstrap"
+// fieldManager is the server-side apply field manager of bootstrap objects.
+const fieldManager = "cozy-aio-bootstrap"
 
-// LoadObjects reads every .yaml, .yml and .json file below dir (sorted by
-// path) and returns the objects they hold. An error names the file and the
-// document that failed.
-func LoadObjects(dir string) ([]*unstructured.Unstructured, error) {
+// owner labels the bootstrap objects when they are applied, and keeps a
+// prune to the objects that carry the label.
+var owner = apply.Owner{Labels: map[string]string{BootstrapLabel: "true"}}
+
+// inventoryFile, in the data directory, records what the bootstrap
+// directory applied, for a later prune.
+const inventoryFile = "bootstrap-inventory.json"
+
+// loadObjects reads every .yaml, .yml and .json file below dir (sorted by
+// path) with apply.ReadObjects and returns the objects they hold. An error
+// names the file and the document or object that failed.
+func loadObjects(dir string) ([]*unstructured.Unstructured, error) {
 	var paths []string
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -47,7 +56,7 @@ func LoadObjects(dir string) ([]*unstructured.Unstructured, error) {
 	sort.Strings(paths)
 	var out []*unstructured.Unstructured
 	for _, p := range paths {
-		objs, err := decodeFile(p)
+		objs, err := readFile(p)
 		if err != nil {
 			return nil, err
 		}
@@ -56,108 +65,88 @@ func LoadObjects(dir string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-func decodeFile(path string) ([]*unstructured.Unstructured, error) {
-	b, err := os.ReadFile(path)
+func readFile(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	r := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(bytes.NewReader(b)), 4096)
-	var out []*unstructured.Unstructured
-	for doc := 1; ; doc++ {
-		u := &unstructured.Unstructured{}
-		if err := r.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
-			return nil, fmt.Errorf("%s: document %d: apiVersion, kind and metadata.name are required", path, doc)
-		}
-		out = append(out, u)
+	defer f.Close()
+	objs, err := apply.ReadObjects(f, path)
+	if err != nil {
+		return nil, err
 	}
-}
-
-// ApplyOptions configures ApplyObjects. The zero value applies without
-// pruning.
-type ApplyOptions struct {
-	// Prune deletes objects applied from the directory earlier (they carry
-	// BootstrapLabel) that are no longer in it. Default: false: a file that
-	// disappears leaves its objects in place.
-	Prune bool
-	// Previous lists the objects of the last run, for Prune.
-	Previous []ObjectRef
-}
-
-// ObjectRef identifies an object.
-type ObjectRef struct {
-	APIVersion, Kind, Namespace, Name string
-}
-
-func (r ObjectRef) String() string {
-	if r.Namespace == "" {
-		return r.Kind + "/" + r.Name
-	}
-	return r.Kind + "/" + r.Namespace + "/" + r.Name
-}
-
-func refOf(u *unstructured.Unstructured) ObjectRef {
-	return ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
-}
-
-// ApplyResult lists what ApplyObjects applied and pruned.
-type ApplyResult struct {
-	Applied []ObjectRef
-	Pruned  []ObjectRef
-}
-
-// ApplyObjects server-side applies the bootstrap objects, labelled with
-// BootstrapLabel, with force-conflicts. Re-running with the same objects
-// changes nothing.
-func ApplyObjects(ctx context.Context, c client.Client, objs []*unstructured.Unstructured, opts ApplyOptions) (ApplyResult, error) {
-	var res ApplyResult
-	current := map[ObjectRef]bool{}
-	for _, u := range objs {
-		u = u.DeepCopy()
-		labels := u.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
+	for i, u := range objs {
+		if u.GetName() == "" {
+			return nil, fmt.Errorf("%s: object %d: apiVersion, kind and metadata.name are required", path, i+1)
 		}
-		labels[BootstrapLabel] = "true"
-		u.SetLabels(labels)
-		ref := refOf(u)
-		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return res, fmt.Errorf("applying bootstrap object %s: %w", ref, err)
-		}
-		current[ref] = true
-		res.Applied = append(res.Applied, ref)
 	}
-	if !opts.Prune {
+	return objs, nil
+}
+
+// applyResult is what applying the bootstrap directory did.
+type applyResult struct {
+	Applied, Pruned apply.ChangeSet
+	// Inventory is what to remember for the next prune: the objects
+	// applied, and without prune also those of the earlier runs.
+	Inventory apply.Inventory
+}
+
+// applyObjects server-side applies the bootstrap objects through a,
+// labelled with BootstrapLabel, with force-conflicts. With prune it then
+// deletes the objects of previous that objs no longer hold and that still
+// carry the label. Re-running with the same objects changes nothing.
+func applyObjects(ctx context.Context, a *apply.Applier, objs []*unstructured.Unstructured, previous apply.Inventory, prune bool) (applyResult, error) {
+	var res applyResult
+	cs, err := a.Apply(ctx, objs, apply.ApplyOptions{Owner: owner})
+	res.Applied = cs
+	if err != nil {
+		return res, fmt.Errorf("applying the bootstrap objects: %w", err)
+	}
+	current := cs.Inventory()
+	if !prune {
+		res.Inventory = apply.NewInventory(slices.Concat(previous.Entries, current.Entries)...)
 		return res, nil
 	}
-	for _, ref := range opts.Previous {
-		if current[ref] {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(ref.APIVersion)
-		u.SetKind(ref.Kind)
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
-			if client.IgnoreNotFound(err) == nil {
-				continue
-			}
-			return res, fmt.Errorf("reading bootstrap object %s for prune: %w", ref, err)
-		}
-		if u.GetLabels()[BootstrapLabel] != "true" {
-			continue
-		}
-		if err := client.IgnoreNotFound(c.Delete(ctx, u)); err != nil {
-			return res, fmt.Errorf("pruning bootstrap object %s: %w", ref, err)
-		}
-		res.Pruned = append(res.Pruned, ref)
+	res.Pruned, err = a.Prune(ctx, previous.Stale(current), apply.PruneOptions{Owner: owner})
+	if err != nil {
+		return res, fmt.Errorf("pruning the bootstrap objects: %w", err)
 	}
+	res.Inventory = current
 	return res, nil
+}
+
+// readInventory reads the inventory file, in the layout of a
+// Kustomization's status.inventory. The file an older cozy-aio wrote, a
+// list of apiVersion, kind, namespace and name, is read once: the next
+// write replaces it. A missing or unreadable file is an empty inventory.
+func readInventory(path string) apply.Inventory {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return apply.Inventory{}
+	}
+	var inv apply.Inventory
+	if err := json.Unmarshal(b, &inv); err == nil {
+		return inv
+	}
+	var old []struct{ APIVersion, Kind, Namespace, Name string }
+	if err := json.Unmarshal(b, &old); err != nil {
+		return apply.Inventory{}
+	}
+	refs := make([]health.ObjectRef, 0, len(old))
+	for _, o := range old {
+		gv, _ := schema.ParseGroupVersion(o.APIVersion)
+		refs = append(refs, health.ObjectRef{Group: gv.Group, Version: gv.Version, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
+	}
+	return apply.NewInventory(refs...)
+}
+
+func writeInventory(path string, inv apply.Inventory) error {
+	b, err := json.Marshal(inv)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("recording bootstrap inventory: %w", err)
+	}
+	return nil
 }

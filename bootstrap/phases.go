@@ -8,20 +8,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Phases is the bootstrap gate: during the network phase it admits only
+// phaseGate is the bootstrap gate: during the network phase it admits only
 // network units; once the nodes have a network it admits everything. It
 // plugs into engine.Options.Gate.
-type Phases struct {
+type phaseGate struct {
 	mu     sync.Mutex
 	phase  string
 	reason string
 	gauge  *prometheus.GaugeVec
 }
 
-// NewPhases returns a gate in the network phase. When registry is not
+// newPhaseGate returns a gate in the network phase. When registry is not
 // nil, the phase is exported as cozy_aio_bootstrap_phase{phase}.
-func NewPhases(registry prometheus.Registerer) *Phases {
-	p := &Phases{phase: PhaseNetwork, reason: "waiting for the network: not evaluated yet"}
+func newPhaseGate(registry prometheus.Registerer) *phaseGate {
+	p := &phaseGate{phase: PhaseNetwork, reason: "waiting for the network: not evaluated yet"}
 	if registry != nil {
 		p.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cozy_aio_bootstrap_phase",
@@ -36,7 +36,7 @@ func NewPhases(registry prometheus.Registerer) *Phases {
 }
 
 // Phase returns the current phase and, in the network phase, why.
-func (p *Phases) Phase() (phase, reason string) {
+func (p *phaseGate) Phase() (phase, reason string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.phase, p.reason
@@ -44,24 +44,24 @@ func (p *Phases) Phase() (phase, reason string) {
 
 // Gate admits network units always and other units once the network
 // phase is over.
-func (p *Phases) Gate(_ context.Context, obj client.Object) (bool, string) {
-	if IsNetworkUnit(obj) {
+func (p *phaseGate) Gate(_ context.Context, obj client.Object) (bool, string) {
+	if isNetworkUnit(obj) {
 		return true, ""
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.phase == PhaseAll {
+	if p.phase == phaseAll {
 		return true, ""
 	}
 	return false, p.reason
 }
 
 // Observe records a network evaluation. The first ready one moves to
-// PhaseAll, for good: a node losing its network later does not hold the
+// phaseAll, for good: a node losing its network later does not hold the
 // platform back again. It reports whether the phase changed.
-func (p *Phases) Observe(ready bool, reason string) bool {
+func (p *phaseGate) Observe(ready bool, reason string) bool {
 	p.mu.Lock()
-	if p.phase == PhaseAll {
+	if p.phase == phaseAll {
 		p.mu.Unlock()
 		return false
 	}
@@ -70,14 +70,14 @@ func (p *Phases) Observe(ready bool, reason string) bool {
 		p.mu.Unlock()
 		return false
 	}
-	p.phase, p.reason = PhaseAll, ""
+	p.phase, p.reason = phaseAll, ""
 	p.mu.Unlock()
 	p.export()
 	return true
 }
 
 // Readyz describes the phase for /readyz.
-func (p *Phases) Readyz() string {
+func (p *phaseGate) Readyz() string {
 	phase, reason := p.Phase()
 	if reason == "" {
 		return "phase: " + phase
@@ -85,12 +85,12 @@ func (p *Phases) Readyz() string {
 	return "phase: " + phase + " (" + reason + ")"
 }
 
-func (p *Phases) export() {
+func (p *phaseGate) export() {
 	if p.gauge == nil {
 		return
 	}
 	phase, _ := p.Phase()
-	for _, ph := range []string{PhaseNetwork, PhaseAll} {
+	for _, ph := range []string{PhaseNetwork, phaseAll} {
 		v := 0.0
 		if ph == phase {
 			v = 1

@@ -13,32 +13,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Check is the result of one preflight check.
-type Check struct {
+// preflightCheck is the result of one preflight check.
+type preflightCheck struct {
 	Name string
 	Err  error
 }
 
-func (c Check) String() string {
+func (c preflightCheck) String() string {
 	if c.Err == nil {
 		return "preflight " + c.Name + ": ok"
 	}
 	return "preflight " + c.Name + ": " + c.Err.Error()
 }
 
-// PreflightOptions configures Preflight. The zero value checks the API
+// preflightOptions configures preflight. The zero value checks the API
 // and the permissions only.
-type PreflightOptions struct {
+type preflightOptions struct {
 	// DataDir is checked for writability when set. Default: not checked.
 	DataDir string
 }
 
-// Report is the result of Preflight, a line per check.
-type Report []Check
+// preflightReport is the result of preflight, a line per check.
+type preflightReport []preflightCheck
 
 // Err returns nil when every check passed, else an error naming each
 // failed check on its own line.
-func (r Report) Err() error {
+func (r preflightReport) Err() error {
 	var failed []string
 	for _, c := range r {
 		if c.Err != nil {
@@ -51,24 +51,24 @@ func (r Report) Err() error {
 	return fmt.Errorf("%s", strings.Join(failed, "\n"))
 }
 
-// Preflight checks that cozy-aio can start: the API server answers, the
+// preflight checks that cozy-aio can start: the API server answers, the
 // identity may create CustomResourceDefinitions and Namespaces (asked with
 // SelfSubjectAccessReviews), and the data directory is writable.
-func Preflight(ctx context.Context, cfg *rest.Config, c client.Client, opts PreflightOptions) Report {
-	var r Report
+func preflight(ctx context.Context, cfg *rest.Config, c client.Client, opts preflightOptions) preflightReport {
+	var r preflightReport
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err == nil {
 		_, err = dc.ServerVersion()
 	}
-	r = append(r, Check{Name: "api-reachable", Err: wrapf(err, "API server %s", cfg.Host)})
+	r = append(r, preflightCheck{Name: "api-reachable", Err: wrapf(err, "API server %s", cfg.Host)})
 	for _, res := range []authorizationv1.ResourceAttributes{
 		{Verb: "create", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
 		{Verb: "create", Resource: "namespaces"},
 	} {
-		r = append(r, Check{Name: "can-create-" + res.Resource, Err: canI(ctx, c, res)})
+		r = append(r, preflightCheck{Name: "can-create-" + res.Resource, Err: canI(ctx, c, res)})
 	}
 	if opts.DataDir != "" {
-		r = append(r, Check{Name: "data-dir-writable", Err: writable(opts.DataDir)})
+		r = append(r, preflightCheck{Name: "data-dir-writable", Err: writable(opts.DataDir)})
 	}
 	return r
 }

@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/engine"
 )
 
@@ -49,7 +49,11 @@ type RunOptions struct {
 // engine with the network phase first. It blocks until ctx ends.
 func Run(ctx context.Context, opts RunOptions) error {
 	log := opts.Logger
-	opts.Engine = opts.Engine.WithDefaults()
+	if opts.Engine.DataDir == "" {
+		// The engine's default, settled here: the bootstrap keeps its own
+		// files there before the engine exists.
+		opts.Engine.DataDir = filepath.Join(os.TempDir(), "cozy-aio")
+	}
 	cfg := opts.Config
 	var fallbacks []string
 	if cfg == nil {
@@ -57,31 +61,25 @@ func Run(ctx context.Context, opts RunOptions) error {
 		if len(d.Fallbacks) == 0 {
 			d.Fallbacks = readEndpoints(opts.Engine.DataDir)
 		}
-		ep, err := Discover(ctx, d)
+		ep, err := discover(ctx, d)
 		if err != nil {
 			return err
 		}
 		log.Info("API server found", "candidate", ep.Kind, "host", ep.Config.Host)
 		cfg = ep.Config
 	}
-	if eo := opts.Engine.WithDefaults(); cfg.QPS == 0 && cfg.RateLimiter == nil {
-		// The engine's rate limit, not client-go's 5 requests/s, for the
-		// CRDs and the bootstrap directory too.
-		cfg = rest.CopyConfig(cfg)
-		cfg.QPS, cfg.Burst = eo.KubeAPIQPS, eo.KubeAPIBurst
-	}
 	c, err := client.New(cfg, client.Options{Scheme: engine.NewScheme()})
 	if err != nil {
 		return err
 	}
-	report := Preflight(ctx, cfg, c, PreflightOptions{DataDir: opts.Engine.DataDir})
+	report := preflight(ctx, cfg, c, preflightOptions{DataDir: opts.Engine.DataDir})
 	for _, check := range report {
 		log.Info(check.String())
 	}
 	if err := report.Err(); err != nil {
 		return err
 	}
-	if fallbacks, err = APIServerEndpoints(ctx, c); err == nil {
+	if fallbacks, err = apiServerEndpoints(ctx, c); err == nil {
 		writeEndpoints(opts.Engine.DataDir, fallbacks)
 	}
 	install := engine.InstallCRDs
@@ -94,7 +92,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	log.Info("CRDs installed")
 	if !opts.Engine.Replicas.Enabled {
-		if err := applyBootstrapDir(ctx, c, opts, log); err != nil {
+		if err := applyBootstrapDir(ctx, cfg, opts, log); err != nil {
 			return err
 		}
 	}
@@ -102,7 +100,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		// The engine's default; set here so the phase gauge lands beside it.
 		opts.Engine.Registry = ctrlmetrics.Registry.(*prometheus.Registry)
 	}
-	phases := NewPhases(opts.Engine.Registry)
+	phases := newPhaseGate(opts.Engine.Registry)
 	if opts.SkipNetworkPhase {
 		phases.Observe(true, "")
 	}
@@ -121,7 +119,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			if err := engine.InstallCRDs(ctx, cfg, opts.Engine.FieldManager); err != nil {
 				return err
 			}
-			return applyBootstrapDir(ctx, c, opts, log)
+			return applyBootstrapDir(ctx, cfg, opts, log)
 		}))
 		if err != nil {
 			return err
@@ -136,7 +134,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 
 // watchNetwork re-evaluates the network on every Node event from the
 // engine's cache, and opens the gate once the nodes have a network.
-func watchNetwork(ctx context.Context, e *engine.Engine, phases *Phases, opts NetworkOptions, log logr.Logger) error {
+func watchNetwork(ctx context.Context, e *engine.Engine, phases *phaseGate, opts NetworkOptions, log logr.Logger) error {
 	inf, err := e.Cache().GetInformer(ctx, &corev1.Node{})
 	if err != nil {
 		return fmt.Errorf("watching nodes: %w", err)
@@ -146,9 +144,9 @@ func watchNetwork(ctx context.Context, e *engine.Engine, phases *Phases, opts Ne
 		if err := e.Cache().List(ctx, &nodes); err != nil {
 			return
 		}
-		ready, why := NetworkReady(nodes.Items, opts)
+		ready, why := networkReady(nodes.Items, opts)
 		if phases.Observe(ready, why) {
-			log.Info("phase", "phase", PhaseAll, "reason", "nodes have a network")
+			log.Info("phase", "phase", phaseAll, "reason", "nodes have a network")
 			if err := e.Wake(ctx); err != nil {
 				log.Error(err, "waking units after the network phase")
 			}
@@ -169,48 +167,27 @@ func watchNetwork(ctx context.Context, e *engine.Engine, phases *Phases, opts Ne
 	return err
 }
 
-func applyBootstrapDir(ctx context.Context, c client.Client, opts RunOptions, log logr.Logger) error {
+// applyBootstrapDir applies the bootstrap directory through an Applier of
+// its own field manager, and records what it applied in the data directory.
+func applyBootstrapDir(ctx context.Context, cfg *rest.Config, opts RunOptions, log logr.Logger) error {
 	if opts.BootstrapDir == "" {
 		return nil
 	}
-	objs, err := LoadObjects(opts.BootstrapDir)
+	objs, err := loadObjects(opts.BootstrapDir)
 	if err != nil {
 		return err
 	}
-	invPath := filepath.Join(opts.Engine.DataDir, "bootstrap-inventory.json")
-	var previous []ObjectRef
-	if b, err := os.ReadFile(invPath); err == nil {
-		_ = json.Unmarshal(b, &previous)
-	}
-	res, err := ApplyObjects(ctx, c, objs, ApplyOptions{Prune: opts.PruneBootstrap, Previous: previous})
+	a, err := apply.New(cfg, apply.Options{FieldManager: fieldManager})
 	if err != nil {
 		return err
 	}
-	log.Info("bootstrap objects applied", "dir", opts.BootstrapDir, "applied", len(res.Applied), "pruned", len(res.Pruned))
-	keep := res.Applied
-	if !opts.PruneBootstrap {
-		keep = mergeRefs(previous, res.Applied)
-	}
-	b, err := json.Marshal(keep)
+	invPath := filepath.Join(opts.Engine.DataDir, inventoryFile)
+	res, err := applyObjects(ctx, a, objs, readInventory(invPath), opts.PruneBootstrap)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(invPath, b, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("recording bootstrap inventory: %w", err)
-	}
-	return nil
-}
-
-func mergeRefs(a, b []ObjectRef) []ObjectRef {
-	seen := map[ObjectRef]bool{}
-	var out []ObjectRef
-	for _, r := range append(append([]ObjectRef(nil), a...), b...) {
-		if !seen[r] {
-			seen[r] = true
-			out = append(out, r)
-		}
-	}
-	return out
+	log.Info("bootstrap objects applied", "dir", opts.BootstrapDir, "applied", len(res.Applied.Changes), "pruned", res.Pruned.Count(apply.Deleted))
+	return writeInventory(invPath, res.Inventory)
 }
 
 func readEndpoints(dataDir string) []string {

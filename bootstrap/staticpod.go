@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// StaticPodOptions configures StaticPod. The zero value renders the
+// StaticPodOptions configures RenderStaticPod. The zero value renders the
 // default manifest.
 type StaticPodOptions struct {
 	// Name of the pod. Default: cozy-aio.
@@ -66,9 +66,9 @@ func (o StaticPodOptions) withDefaults() StaticPodOptions {
 	return o
 }
 
-// NotReadyTolerations are the taints a node carries before its network
+// notReadyTolerations are the taints a node carries before its network
 // exists; the static pod tolerates them all.
-var NotReadyTolerations = []string{
+var notReadyTolerations = []string{
 	"node.kubernetes.io/not-ready",
 	"node.cloudprovider.kubernetes.io/uninitialized",
 	"node.kubernetes.io/network-unavailable",
@@ -76,10 +76,10 @@ var NotReadyTolerations = []string{
 	"node-role.kubernetes.io/control-plane",
 }
 
-// StaticPod returns the static pod that runs cozy-aio on a node: host
+// staticPod returns the static pod that runs cozy-aio on a node: host
 // network, node-critical priority, tolerations for a node without a
 // network, host paths, probes and GOMEMLIMIT.
-func StaticPod(opts StaticPodOptions) (*corev1.Pod, error) {
+func staticPod(opts StaticPodOptions) (*corev1.Pod, error) {
 	o := opts.withDefaults()
 	limit, err := resource.ParseQuantity(o.MemoryLimit)
 	if err != nil {
@@ -110,7 +110,7 @@ func StaticPod(opts StaticPodOptions) (*corev1.Pod, error) {
 		}
 	}
 	var tolerations []corev1.Toleration
-	for _, k := range NotReadyTolerations {
+	for _, k := range notReadyTolerations {
 		tolerations = append(tolerations, corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists})
 	}
 	hostPath := func(name, path string, t corev1.HostPathType) corev1.Volume {
@@ -164,10 +164,12 @@ func StaticPod(opts StaticPodOptions) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-// RenderStaticPod returns StaticPod as YAML, ready for the kubelet's
-// manifest directory.
+// RenderStaticPod returns the static pod that runs cozy-aio on a node, as
+// YAML ready for the kubelet's manifest directory: host network,
+// node-critical priority, tolerations for a node without a network, host
+// paths, probes and GOMEMLIMIT.
 func RenderStaticPod(opts StaticPodOptions) ([]byte, error) {
-	pod, err := StaticPod(opts)
+	pod, err := staticPod(opts)
 	if err != nil {
 		return nil, err
 	}

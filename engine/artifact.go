@@ -1,13 +1,81 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/source"
 )
+
+// ErrCrossNamespace means restricted mode refused a reference to another
+// namespace.
+var ErrCrossNamespace = errors.New("cross-namespace references are disabled (restricted mode)")
+
+// sourceArtifact resolves a unit's source reference to the artifact in the
+// store. The source is read from the shared cache and the artifact from the
+// store directly: nothing goes over HTTP inside the process. An artifact
+// that status names but the store lacks (on a replica that does not run
+// the source reconcilers, or after the data directory was lost) is
+// materialised: rebuilt from upstream and checked against status.
+func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespace, name string) (source.Artifact, outcome, bool) {
+	if namespace == "" {
+		namespace = self.Namespace
+	}
+	if e.opts.Restricted && namespace != self.Namespace {
+		return source.Artifact{}, stalled(meta.ArtifactFailedReason,
+			fmt.Errorf("%s: source %s/%s/%s: %w", self, kind, namespace, name, ErrCrossNamespace)), false
+	}
+	var obj interface {
+		client.Object
+		GetArtifact() *meta.Artifact
+	}
+	switch kind {
+	case sourcev1.GitRepositoryKind:
+		obj = &sourcev1.GitRepository{}
+	case sourcev1.OCIRepositoryKind:
+		obj = &sourcev1.OCIRepository{}
+	case sourcev1.ExternalArtifactKind:
+		obj = &sourcev1.ExternalArtifact{}
+	default:
+		return source.Artifact{}, stalled(meta.ArtifactFailedReason,
+			fmt.Errorf("%s: source kind %q is not supported (GitRepository, OCIRepository, ExternalArtifact)", self, kind)), false
+	}
+	srcRef := fmt.Sprintf("%s/%s/%s", kind, namespace, name)
+	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return source.Artifact{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source %s not found", self, srcRef)), false
+		}
+		return source.Artifact{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: reading source %s: %w", self, srcRef, err)), false
+	}
+	a := obj.GetArtifact()
+	if a == nil {
+		return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", srcRef), 0), false
+	}
+	art := fromMetaArtifact(a)
+	if e.stored(art) {
+		return art, outcome{}, true
+	}
+	art, err := e.materialize(ctx, self, nodeRef{Kind: kind, Namespace: namespace, Name: name}, obj, art)
+	if err != nil {
+		return source.Artifact{}, materializedOutcome(fmt.Errorf("%s: %w", self, err)), false
+	}
+	return art, outcome{}, true
+}
+
+func sourceRefOf(self nodeRef, kind, namespace, name string) nodeRef {
+	if namespace == "" {
+		namespace = self.Namespace
+	}
+	return nodeRef{Kind: kind, Namespace: namespace, Name: name}
+}
 
 // toMetaArtifact converts a store artifact to Flux's status shape.
 func toMetaArtifact(a source.Artifact) *meta.Artifact {

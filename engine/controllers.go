@@ -95,7 +95,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 }
 
 // enqueue wakes the reconciler of ref's kind for ref.
-func (e *Engine) enqueue(ref Ref) {
+func (e *Engine) enqueue(ref nodeRef) {
 	ch, ok := e.wake[ref.Kind]
 	if !ok {
 		return
@@ -116,7 +116,7 @@ func (e *Engine) enqueue(ref Ref) {
 func (e *Engine) dependentsOf(depKind, kind string) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
 		var out []reconcile.Request
-		for _, d := range e.graph.Dependents(Ref{Kind: depKind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
+		for _, d := range e.graph.Dependents(nodeRef{Kind: depKind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
 			if d.Kind == kind {
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
 			}
@@ -187,7 +187,7 @@ func (e *Engine) wakeKinds(ctx context.Context, match func(kind string) bool) er
 			return err
 		}
 		for _, nn := range list {
-			e.enqueue(Ref{Kind: kind, Namespace: nn.Namespace, Name: nn.Name})
+			e.enqueue(nodeRef{Kind: kind, Namespace: nn.Namespace, Name: nn.Name})
 		}
 	}
 	return nil

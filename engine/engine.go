@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,8 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -40,7 +36,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/cozystack/cozy-aio/apply"
-	"github.com/cozystack/cozy-aio/engine/crds"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 )
@@ -146,13 +141,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if registry == nil {
 		registry = ctrlmetrics.Registry.(*prometheus.Registry)
 	}
-	store, err := source.NewStore(opts.DataDir, source.StoreOptions{BaseURL: opts.ArtifactBaseURL})
+	store, server, err := artifactStore(opts)
 	if err != nil {
-		return nil, fmt.Errorf("opening the artifact store in %s: %w", opts.DataDir, err)
-	}
-	server, err := source.NewServer(store, source.ServerOptions{Addr: opts.ArtifactAddr})
-	if err != nil {
-		return nil, fmt.Errorf("artifact server on %s: %w", opts.ArtifactAddr, err)
+		return nil, err
 	}
 	applyCache, err := apply.NewCache(cfg)
 	if err != nil {
@@ -205,6 +196,34 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		}
 	}
 	return e, nil
+}
+
+// artifactStore opens the store and binds its server. It binds first, so
+// that a ":0" port is resolved once, by the listener that serves it, and
+// the URLs written in status name that port.
+func artifactStore(opts Options) (*source.Store, *source.Server, error) {
+	ln, err := net.Listen("tcp", opts.ArtifactAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("artifact server on %s: %w", opts.ArtifactAddr, err)
+	}
+	if opts.ArtifactBaseURL == "" {
+		addr := opts.ArtifactAddr
+		if strings.HasSuffix(addr, ":0") {
+			addr = ln.Addr().String()
+		}
+		opts.ArtifactBaseURL = "http://" + addr
+	}
+	store, err := source.NewStore(opts.DataDir, source.StoreOptions{BaseURL: opts.ArtifactBaseURL})
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("opening the artifact store in %s: %w", opts.DataDir, err)
+	}
+	server, err := source.NewServer(store, source.ServerOptions{Addr: opts.ArtifactAddr, Listener: ln})
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return store, server, nil
 }
 
 // everyReplica runs a part of the engine on every replica, not only on
@@ -284,21 +303,6 @@ func (e *Engine) Start(ctx context.Context) error {
 	return e.mgr.Start(ctx)
 }
 
-// installCRDs installs the CRDs at start: all that differ when alone; with
-// replicas, the missing ones now and the ones that differ once this replica
-// leads.
-func (e *Engine) installCRDs(ctx context.Context) error {
-	if e.replicas == nil {
-		return InstallCRDs(ctx, e.cfg, e.opts.FieldManager)
-	}
-	if err := InstallMissingCRDs(ctx, e.cfg, e.opts.FieldManager); err != nil {
-		return err
-	}
-	return e.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return InstallCRDs(ctx, e.cfg, e.opts.FieldManager)
-	}))
-}
-
 // Add runs r with the engine. Unless r says otherwise
 // (manager.LeaderElectionRunnable), it runs only on the leader when
 // replicas are enabled, once this replica first leads: the bootstrap
@@ -318,87 +322,6 @@ func (e *Engine) Add(r manager.Runnable) error {
 			return nil
 		}
 	})})
-}
-
-// CRDDigestAnnotation records, on each CRD InstallCRDs applies, the digest
-// of what it applied: a later start applies only the CRDs whose digest
-// differs, which spares the API server six large no-op applies per start.
-const CRDDigestAnnotation = "cozy-aio.cozystack.io/crd-digest"
-
-// InstallCRDs server-side applies the embedded Flux CRDs that are missing
-// or differ from the embedded ones, and waits until those are Established.
-// It reads only the CRDs' metadata and applies one CRD at a time: a CRD
-// decodes into a large tree, and this runs at every start.
-func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
-	return installCRDs(ctx, cfg, fieldManager, false)
-}
-
-// InstallMissingCRDs installs the embedded CRDs that do not exist yet and
-// leaves the others as they are. A replica that may not lead runs it at
-// start, so that its informers can start; the leader then updates the
-// CRDs that differ (InstallCRDs), and replicas of different versions do
-// not take turns rewriting them.
-func InstallMissingCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
-	return installCRDs(ctx, cfg, fieldManager, true)
-}
-
-func installCRDs(ctx context.Context, cfg *rest.Config, fieldManager string, onlyMissing bool) error {
-	all, err := crds.All()
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
-	if err != nil {
-		return err
-	}
-	var applied []string
-	for _, crd := range all {
-		changed, err := installCRD(ctx, c, crd, fieldManager, onlyMissing)
-		if err != nil {
-			return err
-		}
-		if changed {
-			applied = append(applied, crd.Name)
-		}
-	}
-	for _, name := range applied {
-		if err := waitEstablished(ctx, c, name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// installCRD applies crd unless the live one carries the same digest, and
-// tells whether it applied.
-func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, fieldManager string, onlyMissing bool) (bool, error) {
-	crd.TypeMeta.APIVersion = "apiextensions.k8s.io/v1"
-	crd.TypeMeta.Kind = "CustomResourceDefinition"
-	crd.ManagedFields = nil
-	crd.Annotations = maps.Clone(crd.Annotations)
-	if crd.Annotations == nil {
-		crd.Annotations = map[string]string{}
-	}
-	delete(crd.Annotations, CRDDigestAnnotation)
-	b, err := json.Marshal(crd)
-	if err != nil {
-		return false, err
-	}
-	digest := fmt.Sprintf("sha256:%x", sha256.Sum256(b))
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	err = c.Get(ctx, client.ObjectKey{Name: crd.Name}, live)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("reading CRD %s: %w", crd.Name, err)
-	}
-	if err == nil && (onlyMissing || live.Annotations[CRDDigestAnnotation] == digest) {
-		return false, nil
-	}
-	crd.Annotations[CRDDigestAnnotation] = digest
-	if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-		return false, fmt.Errorf("installing CRD %s: %w", crd.Name, err)
-	}
-	return true, nil
 }
 
 func (e *Engine) serveHealth(ctx context.Context) error {

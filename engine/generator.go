@@ -33,14 +33,14 @@ func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	self := Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := nodeRef{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
 	start := time.Now()
 	orig := obj.DeepCopy()
 	out := r.reconcile(ctx, obj, self)
 	return e.finish(ctx, swv1beta1.ArtifactGeneratorKind, obj, orig, start, out, timing{interval: e.opts.DefaultInterval, retry: time.Minute})
 }
 
-func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self Ref) outcome {
+func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self nodeRef) outcome {
 	e := r.e
 	if err := unsupported(swv1beta1.ArtifactGeneratorKind,
 		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
@@ -48,7 +48,7 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 	); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
-	var srcRefs []Ref
+	var srcRefs []nodeRef
 	for _, s := range obj.Spec.Sources {
 		srcRefs = append(srcRefs, sourceRefOf(self, s.Kind, s.Namespace, s.Name))
 	}
@@ -83,7 +83,7 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 // with a function that removes the extracted trees. The reconciler and the
 // rebuild of an ExternalArtifact both use it, so that they compose the same
 // inputs.
-func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self Ref) (map[string]generate.Source, func(), outcome, bool) {
+func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self nodeRef) (map[string]generate.Source, func(), outcome, bool) {
 	tmp, err := os.MkdirTemp("", "cozy-generate-")
 	if err != nil {
 		return nil, nil, failed(meta.ArtifactFailedReason, err), false

@@ -33,7 +33,7 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	self := Ref{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := nodeRef{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}
 	tenant := e.tenantOf(obj)
 	if !obj.DeletionTimestamp.IsZero() {
 		e.graph.Remove(self)
@@ -79,7 +79,7 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // admit runs the checks that need no Helm: unsupported fields, the gate,
 // dependencies and the chart's source.
-func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self Ref) (outcome, bool) {
+func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (outcome, bool) {
 	e := r.e
 	if err := helmReleaseUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err), false
@@ -115,7 +115,7 @@ func (e *Engine) tenantOf(obj client.Object) string {
 
 // dispatchHelm queues the Helm work of a release on its tenant's shard.
 // The pool runs one item per release at a time.
-func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self Ref, work func(ctx context.Context, self Ref) (time.Duration, error)) {
+func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self nodeRef, work func(ctx context.Context, self nodeRef) (time.Duration, error)) {
 	e.pool.Add(e.tenantOf(obj), self.String(), func(ctx context.Context) error {
 		after, err := work(ctx, self)
 		if err == nil && after > 0 {
@@ -127,7 +127,7 @@ func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self Ref, work func(ctx c
 
 // release does the Helm work for one HelmRelease, on a shard worker. It
 // reads the object afresh, so queued work always acts on the latest spec.
-func (r *helmReleaseReconciler) release(ctx context.Context, self Ref) (time.Duration, error) {
+func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time.Duration, error) {
 	e := r.e
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
@@ -146,7 +146,7 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self Ref) (time.Dur
 	return res.RequeueAfter, err
 }
 
-func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self Ref) outcome {
+func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) outcome {
 	e := r.e
 	cr := obj.Spec.ChartRef
 	art, out, ok := e.sourceArtifact(ctx, self, cr.Kind, cr.Namespace, cr.Name)
@@ -208,7 +208,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 // already exhausted. The failure that exhausted them wrote its cause after
 // the same "<object>: <reason>" prefix; that message is kept, so a later
 // reconcile (a source event, a restart) does not lose the cause.
-func stalledMessage(prev []metav1.Condition, self Ref, reason string) string {
+func stalledMessage(prev []metav1.Condition, self nodeRef, reason string) string {
 	msg := fmt.Sprintf("%s: %s", self, reason)
 	if c := apimeta.FindStatusCondition(prev, meta.ReadyCondition); c != nil &&
 		c.Status == metav1.ConditionFalse && strings.HasPrefix(c.Message, msg) {
@@ -218,7 +218,7 @@ func stalledMessage(prev []metav1.Condition, self Ref, reason string) string {
 }
 
 // uninstall removes a deleted HelmRelease's release, then its finalizer.
-func (r *helmReleaseReconciler) uninstall(ctx context.Context, self Ref) (time.Duration, error) {
+func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (time.Duration, error) {
 	e := r.e
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {

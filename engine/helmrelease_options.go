@@ -47,7 +47,7 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 
 // values merges valuesFrom (in order) and then spec.values, later layers
 // winning, as Flux does.
-func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self Ref) (map[string]any, error) {
+func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (map[string]any, error) {
 	var layers []map[string]any
 	for _, ref := range obj.Spec.ValuesFrom {
 		key := ref.ValuesKey

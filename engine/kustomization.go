@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // Finalizer is set on objects whose deletion must clean up: a pruning
@@ -28,7 +29,7 @@ func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	self := Ref{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := nodeRef{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, obj, self)
 	}
@@ -47,7 +48,7 @@ func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRetryInterval()})
 }
 
-func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self Ref) outcome {
+func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) outcome {
 	e := r.e
 	if err := kustomizationUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
@@ -126,7 +127,7 @@ func (r *kustomizationReconciler) ensureFinalizer(ctx context.Context, obj *kust
 }
 
 // finalize prunes a deleted Kustomization's inventory, then lets it go.
-func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self Ref) error {
+func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) error {
 	e := r.e
 	e.graph.Remove(self)
 	e.waits.forget(self)
@@ -153,18 +154,18 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 
 // healthChecks lists what to wait for: every applied object with
 // spec.wait, else spec.healthChecks.
-func (r *kustomizationReconciler) healthChecks(obj *kustomizev1.Kustomization, inv apply.Inventory) []apply.ObjectRef {
+func (r *kustomizationReconciler) healthChecks(obj *kustomizev1.Kustomization, inv apply.Inventory) []health.ObjectRef {
 	if obj.Spec.Wait {
 		return inv.Entries
 	}
-	var out []apply.ObjectRef
+	var out []health.ObjectRef
 	for _, hc := range obj.Spec.HealthChecks {
 		gv, _ := schema.ParseGroupVersion(hc.APIVersion)
 		ns := hc.Namespace
 		if ns == "" {
 			ns = obj.Namespace
 		}
-		out = append(out, apply.ObjectRef{Group: gv.Group, Version: gv.Version, Kind: hc.Kind, Namespace: ns, Name: hc.Name})
+		out = append(out, health.ObjectRef{Group: gv.Group, Version: gv.Version, Kind: hc.Kind, Namespace: ns, Name: hc.Name})
 	}
 	return out
 }

@@ -15,12 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/health"
 	"github.com/cozystack/cozy-aio/source"
 )
 
 // build extracts the artifact, builds spec.path with kustomize, sets the
 // target namespace and substitutes post-build variables.
-func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Kustomization, self Ref, art source.Artifact) ([]*unstructured.Unstructured, outcome, bool) {
+func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef, art source.Artifact) ([]*unstructured.Unstructured, outcome, bool) {
 	e := r.e
 	tmp, err := os.MkdirTemp("", "cozy-build-")
 	if err != nil {
@@ -96,7 +97,7 @@ func (r *kustomizationReconciler) setNamespace(objs []*unstructured.Unstructured
 
 // substitutions merges postBuild.substituteFrom (in order) and then
 // postBuild.substitute, later values winning.
-func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustomizev1.Kustomization, self Ref) (map[string]string, error) {
+func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) (map[string]string, error) {
 	vars := map[string]string{}
 	for _, ref := range obj.Spec.PostBuild.SubstituteFrom {
 		key := client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}
@@ -137,9 +138,9 @@ func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustom
 }
 
 func inventoryOf(inv *kustomizev1.ResourceInventory) apply.Inventory {
-	var refs []apply.ObjectRef
+	var refs []health.ObjectRef
 	for _, e := range inv.Entries {
-		if r, err := apply.ParseID(e.ID, e.Version); err == nil {
+		if r, err := health.ParseID(e.ID, e.Version); err == nil {
 			refs = append(refs, r)
 		}
 	}

@@ -77,7 +77,7 @@ type chainKey struct{}
 // src) from the store, rebuilding it first when the store lacks it. One
 // rebuild per artifact runs at a time; self is the dependent, woken when a
 // rebuild it stopped waiting for ends.
-func (e *Engine) materialize(ctx context.Context, self, src Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
+func (e *Engine) materialize(ctx context.Context, self, src nodeRef, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	key := src.String() + "@" + want.Digest
 	chain, _ := ctx.Value(chainKey{}).([]string)
 	if slices.Contains(chain, key) {
@@ -110,7 +110,7 @@ func (e *Engine) materialize(ctx context.Context, self, src Ref, obj client.Obje
 // rebuildFlight runs one rebuild on the engine's context, so that it
 // outlives the reconcile that started it, then wakes the dependents that
 // stopped waiting.
-func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src Ref, obj client.Object, want source.Artifact) {
+func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src nodeRef, obj client.Object, want source.Artifact) {
 	ctx, cancel := context.WithTimeout(context.WithValue(*e.runCtx.Load(), chainKey{}, chain), materializeTimeout)
 	defer cancel()
 	art, err := e.rebuild(ctx, src, obj, want)
@@ -122,7 +122,7 @@ func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src Ref, o
 // rebuild builds want into a staging store, compares its digest with
 // status, and only then stores it. Nothing that fails the check reaches
 // the store.
-func (e *Engine) rebuild(ctx context.Context, src Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
+func (e *Engine) rebuild(ctx context.Context, src nodeRef, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	tmp, err := os.MkdirTemp("", "cozy-materialize-")
 	if err != nil {
 		return source.Artifact{}, err
@@ -234,7 +234,7 @@ func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *s
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ea.Namespace, Name: sr.Name}, gen); err != nil {
 		return source.Artifact{}, fmt.Errorf("reading %s/%s/%s: %w", swv1beta1.ArtifactGeneratorKind, ea.Namespace, sr.Name, err)
 	}
-	self := Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
+	self := nodeRef{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
 	i := slices.IndexFunc(gen.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool { return o.Name == ea.Name })
 	if i < 0 || (sr.Namespace != "" && sr.Namespace != ea.Namespace) {
 		return source.Artifact{}, fmt.Errorf("%s has no output %s", self, ea.Name)
@@ -268,7 +268,7 @@ type flight struct {
 	finished bool // under materializer.mu
 	art      source.Artifact
 	err      error
-	waiters  map[Ref]bool // dependents that stopped waiting
+	waiters  map[nodeRef]bool // dependents that stopped waiting
 }
 
 type recentFailure struct {
@@ -296,21 +296,21 @@ func (m *materializer) join(key string, start func(*flight)) (*flight, error) {
 	if m.flights == nil {
 		m.flights, m.failures = map[string]*flight{}, map[string]recentFailure{}
 	}
-	f := &flight{done: make(chan struct{}), waiters: map[Ref]bool{}}
+	f := &flight{done: make(chan struct{}), waiters: map[nodeRef]bool{}}
 	m.flights[key] = f
 	start(f)
 	return f, nil
 }
 
 // land records the end of a flight and returns the dependents to wake.
-func (m *materializer) land(key string, f *flight, art source.Artifact, err error) []Ref {
+func (m *materializer) land(key string, f *flight, art source.Artifact, err error) []nodeRef {
 	m.mu.Lock()
 	f.art, f.err, f.finished = art, err, true
 	delete(m.flights, key)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		m.failures[key] = recentFailure{err: err, until: time.Now().Add(materializeFailureTTL)}
 	}
-	waiters := make([]Ref, 0, len(f.waiters))
+	waiters := make([]nodeRef, 0, len(f.waiters))
 	for w := range f.waiters {
 		waiters = append(waiters, w)
 	}
@@ -321,7 +321,7 @@ func (m *materializer) land(key string, f *flight, art source.Artifact, err erro
 
 // giveUp registers self to be woken when the flight lands, or reports that
 // it already has.
-func (m *materializer) giveUp(f *flight, self Ref) (finished bool) {
+func (m *materializer) giveUp(f *flight, self nodeRef) (finished bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f.finished {

@@ -15,6 +15,8 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
@@ -71,8 +73,12 @@ func TestCrossKindDependsOn(t *testing.T) {
 func TestSuspendAndRequestedAt(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	gitSource(t, ns, "apps", map[string]string{"deploy/a.yaml": configMap("a", ns)})
-	startEngine(t, engine.Options{})
+	gitSource(t, ns, "apps", map[string]string{
+		"deploy/a.yaml": configMap("a", ns),
+		"later/b.yaml":  configMap("b", ns),
+	})
+	// One worker takes the Kustomizations' requests in the order they come.
+	startEngine(t, engine.Options{Concurrency: 1})
 	ks := kustomization(ns, "apps", "apps", "./deploy")
 	if err := cp.Client.Create(ctx, ks); err != nil {
 		t.Fatal(err)
@@ -99,8 +105,24 @@ func TestSuspendAndRequestedAt(t *testing.T) {
 	if err := cp.Client.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
+	// Every ConfigMap write in the namespace from the edit on, in order.
+	w, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: cm.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	requestReconcile(t, ks)
-	time.Sleep(3 * time.Second) // give a (wrong) reconcile time to happen
+	// A Kustomization created after the request is reconciled after it, by
+	// the one worker: its ConfigMap b is the later event, and the watch
+	// must stay silent about a until then.
+	if err := cp.Client.Create(ctx, kustomization(ns, "later", "apps", "./later")); err != nil {
+		t.Fatal(err)
+	}
+	watchUntil(t, w, "b", func(ev watch.Event, name string) {
+		if name == "a" {
+			t.Fatalf("a suspended Kustomization must not reconcile, even on request: ConfigMap a %s", ev.Type)
+		}
+	})
 	if exists(t, cm); cm.Data["key"] != "edited" {
 		t.Fatal("a suspended Kustomization must not reconcile, even on request")
 	}
@@ -110,6 +132,34 @@ func TestSuspendAndRequestedAt(t *testing.T) {
 	waitFor(t, ks, func() bool { return ks.Status.LastHandledReconcileAt == token }, "lastHandledReconcileAt = requestedAt")
 	if exists(t, cm); cm.Data["key"] != "value" {
 		t.Fatalf("resuming and requesting a reconcile must correct drift, got %v", cm.Data)
+	}
+}
+
+// watchUntil passes each event of w to seen until one names the object
+// until, or fails the test when none comes.
+func watchUntil(t *testing.T, w watch.Interface, until string, seen func(ev watch.Event, name string)) {
+	t.Helper()
+	timeout := time.After(90 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended")
+			}
+			if ev.Type == watch.Error {
+				t.Fatalf("watch: %v", ev.Object)
+			}
+			o, ok := ev.Object.(metav1.Object)
+			if !ok {
+				continue
+			}
+			seen(ev, o.GetName())
+			if o.GetName() == until {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no event on %s", until)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/apply"
 )
 
 // Options configures an Engine. The zero value runs every reconciler with
@@ -22,7 +23,8 @@ type Options struct {
 	// Default: 127.0.0.1:9090 (loopback; anything wider is explicit).
 	ArtifactAddr string
 	// ArtifactBaseURL is the URL prefix written in status. Default:
-	// http://<ArtifactAddr>.
+	// http://<ArtifactAddr>, with the port the server bound when
+	// ArtifactAddr asks for any free one (":0").
 	ArtifactBaseURL string
 	// HealthAddr serves /healthz, /readyz and /metrics. Default: "" (off);
 	// the cozy-aio binary sets it.
@@ -59,7 +61,7 @@ type Options struct {
 	// Default: false.
 	InstallCRDs bool
 	// FieldManager is the server-side apply field manager.
-	// Default: "cozy-aio".
+	// Default: apply.DefaultFieldManager ("cozy-aio").
 	FieldManager string
 	// Gate, when set, is asked before an object is reconciled; while it
 	// returns false the object waits with a condition that says why. The
@@ -96,17 +98,6 @@ func (o Options) withDefaults() Options {
 	if o.ArtifactAddr == "" {
 		o.ArtifactAddr = "127.0.0.1:9090"
 	}
-	if strings.HasSuffix(o.ArtifactAddr, ":0") {
-		// Resolve "any free port" now, so that the URLs written in status
-		// name the port the server will listen on.
-		if ln, err := net.Listen("tcp", o.ArtifactAddr); err == nil {
-			o.ArtifactAddr = ln.Addr().String()
-			ln.Close()
-		}
-	}
-	if o.ArtifactBaseURL == "" {
-		o.ArtifactBaseURL = "http://" + o.ArtifactAddr
-	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
 	}
@@ -117,7 +108,7 @@ func (o Options) withDefaults() Options {
 		o.DefaultServiceAccount = "default"
 	}
 	if o.FieldManager == "" {
-		o.FieldManager = "cozy-aio"
+		o.FieldManager = apply.DefaultFieldManager
 	}
 	if o.DefaultInterval <= 0 {
 		o.DefaultInterval = 10 * time.Minute
@@ -134,10 +125,6 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
-
-// WithDefaults returns the options with every zero field set to its
-// default, as New uses them.
-func (o Options) WithDefaults() Options { return o.withDefaults() }
 
 // ReplicaOptions configure how several engines (replicas, for example the
 // static pod on each control-plane node) share one cluster. They coordinate

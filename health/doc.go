@@ -30,6 +30,6 @@
 //	...
 //	h.Cancel()
 //
-// ObjectRef has the same fields as apply.ObjectRef, so an inventory
-// converts with health.ObjectRef(ref).
+// ObjectRef is cozy-aio's one object reference: package apply records its
+// inventories with it, so an inventory's entries are waited for as they are.
 package health

@@ -42,7 +42,7 @@ func Compute(u *unstructured.Unstructured) (Result, error) {
 func computeKstatus(u *unstructured.Unstructured) (Result, error) {
 	r, err := kstatus.Compute(u)
 	if err != nil {
-		return Result{Status: Unknown, Message: err.Error()}, fmt.Errorf("%s: computing status: %w", refOf(u), err)
+		return Result{Status: Unknown, Message: err.Error()}, fmt.Errorf("%s: computing status: %w", RefOf(u), err)
 	}
 	return Result{Status: Status(r.Status), Message: r.Message}, nil
 }

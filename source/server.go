@@ -15,6 +15,11 @@ type ServerOptions struct {
 	// Addr is the listen address. Default: "127.0.0.1:9090". Binding
 	// beyond loopback is the caller's explicit choice.
 	Addr string
+	// Listener, when set, is served instead of a new listener on Addr: a
+	// caller that writes the address in its store's URLs binds a ":0" port
+	// first, so the port it writes is the one served. Default: NewServer
+	// listens on Addr.
+	Listener net.Listener
 	// ShutdownTimeout bounds the graceful shutdown when ctx ends.
 	// Default: 5s.
 	ShutdownTimeout time.Duration
@@ -30,7 +35,8 @@ type Server struct {
 	opts  ServerOptions
 }
 
-// NewServer binds the listen address, so that Addr is known before Start.
+// NewServer binds the listen address (or takes opts.Listener), so that
+// Addr is known before Start.
 func NewServer(store *Store, opts ServerOptions) (*Server, error) {
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:9090"
@@ -38,9 +44,12 @@ func NewServer(store *Store, opts ServerOptions) (*Server, error) {
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 5 * time.Second
 	}
-	ln, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
-		return nil, err
+	ln := opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", opts.Addr); err != nil {
+			return nil, err
+		}
 	}
 	return &Server{store: store, ln: ln, opts: opts}, nil
 }

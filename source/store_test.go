@@ -218,3 +218,36 @@ func rawGet(t *testing.T, addr, p string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// A caller that writes the server's address in its store's URLs binds the
+// port first and hands the listener over: the URL names the served port.
+func TestServerServesTheGivenListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{BaseURL: "http://" + ln.Addr().String()})
+	srv, err := source.NewServer(st, source.ServerOptions{Addr: "127.0.0.1:0", Listener: ln})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.Addr() != ln.Addr().String() {
+		t.Fatalf("serves %s, want the given listener's %s", srv.Addr(), ln.Addr())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	a := put(t, st, obj, "hello")
+	resp, err := http.Get(a.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", a.URL, resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

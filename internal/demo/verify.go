@@ -339,7 +339,7 @@ func (h *harness) seedScale(ctx context.Context) error {
 	}
 	// The HelmReleases exist before cozy-aio starts, as in the reference
 	// measurement; their CRDs are installed the way cozy-aio installs them.
-	if err := engine.InstallCRDs(ctx, h.cp.Config, engine.Options{}.WithDefaults().FieldManager); err != nil {
+	if err := engine.InstallCRDs(ctx, h.cp.Config, ""); err != nil {
 		return err
 	}
 	objs := []client.Object{

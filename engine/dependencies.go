@@ -20,19 +20,63 @@ const (
 	PhasePendingReason = "PhasePending"
 )
 
+// DependsOnAnnotation lists dependencies across kinds, which Flux's
+// spec.dependsOn (same kind only) cannot express. The value is a
+// comma-separated list of Kind/namespace/name or Kind/name (the object's own
+// namespace), for example:
+//
+//	cozy-aio.cozystack.io/depends-on: HelmRelease/cozy-system/cilium, Kustomization/platform
+//
+// Dependencies from spec.dependsOn and from the annotation form one graph.
+const DependsOnAnnotation = "cozy-aio.cozystack.io/depends-on"
+
+var dependableKinds = map[string]bool{
+	"Kustomization": true, "HelmRelease": true,
+	"GitRepository": true, "OCIRepository": true, "ArtifactGenerator": true, "ExternalArtifact": true,
+}
+
+// parseDependsOn parses the value of DependsOnAnnotation.
+func parseDependsOn(value, namespace string) ([]nodeRef, error) {
+	var out []nodeRef
+	for _, item := range strings.Split(value, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		parts := strings.Split(item, "/")
+		var r nodeRef
+		switch len(parts) {
+		case 2:
+			r = nodeRef{Kind: parts[0], Namespace: namespace, Name: parts[1]}
+		case 3:
+			r = nodeRef{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+		default:
+			return nil, fmt.Errorf("%s: %q is not Kind/name or Kind/namespace/name", DependsOnAnnotation, item)
+		}
+		if !dependableKinds[r.Kind] {
+			return nil, fmt.Errorf("%s: kind %q in %q is not one the engine reconciles", DependsOnAnnotation, r.Kind, item)
+		}
+		if r.Name == "" || r.Namespace == "" {
+			return nil, fmt.Errorf("%s: %q has an empty name or namespace", DependsOnAnnotation, item)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // dependencies returns the object's dependencies: spec.dependsOn (same
 // kind, namespace defaulting to the object's) and DependsOnAnnotation.
-func dependencies(kind string, obj client.Object, specDeps []meta.DependencyReference) ([]Ref, error) {
-	var out []Ref
+func dependencies(kind string, obj client.Object, specDeps []meta.DependencyReference) ([]nodeRef, error) {
+	var out []nodeRef
 	for _, d := range specDeps {
 		ns := d.Namespace
 		if ns == "" {
 			ns = obj.GetNamespace()
 		}
-		out = append(out, Ref{Kind: kind, Namespace: ns, Name: d.Name})
+		out = append(out, nodeRef{Kind: kind, Namespace: ns, Name: d.Name})
 	}
 	if v, ok := obj.GetAnnotations()[DependsOnAnnotation]; ok {
-		extra, err := ParseDependsOn(v, obj.GetNamespace())
+		extra, err := parseDependsOn(v, obj.GetNamespace())
 		if err != nil {
 			return nil, fmt.Errorf("%s/%s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
 		}
@@ -49,10 +93,10 @@ func dependencies(kind string, obj client.Object, specDeps []meta.DependencyRefe
 //
 // The source, when given, joins the graph too, so that a new artifact wakes
 // the unit, but its readiness is checked by the caller.
-func (e *Engine) admit(ctx context.Context, self Ref, obj client.Object, deps []Ref, src *Ref, retry time.Duration) (outcome, bool) {
+func (e *Engine) admit(ctx context.Context, self nodeRef, obj client.Object, deps []nodeRef, src *nodeRef, retry time.Duration) (outcome, bool) {
 	edges := deps
 	if src != nil {
-		edges = append(append([]Ref(nil), deps...), *src)
+		edges = append(append([]nodeRef(nil), deps...), *src)
 	}
 	e.graph.Set(self, edges)
 	if e.opts.Gate != nil {
@@ -75,7 +119,7 @@ func (e *Engine) admit(ctx context.Context, self Ref, obj client.Object, deps []
 	return outcome{}, true
 }
 
-func (e *Engine) dependencyReady(ctx context.Context, d Ref) (bool, string) {
+func (e *Engine) dependencyReady(ctx context.Context, d nodeRef) (bool, string) {
 	newObj, ok := e.newObject[d.Kind]
 	if !ok {
 		return false, "kind not reconciled by this engine"
