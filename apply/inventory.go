@@ -17,7 +17,7 @@ type Inventory struct {
 
 // NewInventory returns the inventory of refs. When one object appears with
 // several versions, the last one wins.
-func NewInventory(refs ...ObjectRef) Inventory {
+func NewInventory(refs ...health.ObjectRef) Inventory {
 	byKey := make(map[health.ObjectRef]health.ObjectRef, len(refs))
 	for _, r := range refs {
 		byKey[keyOf(r)] = r

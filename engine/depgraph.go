@@ -13,13 +13,6 @@ type nodeRef struct {
 	Kind, Namespace, Name string
 }
 
-// Ref is the former exported name of nodeRef.
-//
-// Deprecated: embedders have no use for it. The alias only keeps
-// engine/waits.go and engine/helmwork.go building until they name nodeRef
-// (#20).
-type Ref = nodeRef
-
 func (r nodeRef) String() string { return r.Kind + "/" + r.Namespace + "/" + r.Name }
 
 // depGraph holds every object's dependencies, across kinds, so that a

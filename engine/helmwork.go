@@ -16,8 +16,8 @@ type helmWork struct {
 	err     error
 
 	mu       sync.Mutex
-	releases map[string]map[Ref]bool // tenant → its HelmReleases
-	timers   map[Ref]*time.Timer
+	releases map[string]map[nodeRef]bool // tenant → its HelmReleases
+	timers   map[nodeRef]*time.Timer
 }
 
 func (e *Engine) helmManager() (*helm.Manager, error) {
@@ -40,15 +40,15 @@ func (e *Engine) helmManager() (*helm.Manager, error) {
 // weigh records that tenant holds ref, and updates the tenant's weight in
 // the pool when it changed: the weight of a tenant is its number of
 // HelmReleases.
-func (e *Engine) weigh(tenant string, ref Ref, present bool) {
+func (e *Engine) weigh(tenant string, ref nodeRef, present bool) {
 	e.helm.mu.Lock()
 	defer e.helm.mu.Unlock()
 	if e.helm.releases == nil {
-		e.helm.releases = map[string]map[Ref]bool{}
+		e.helm.releases = map[string]map[nodeRef]bool{}
 	}
 	set := e.helm.releases[tenant]
 	if set == nil {
-		set = map[Ref]bool{}
+		set = map[nodeRef]bool{}
 		e.helm.releases[tenant] = set
 	}
 	if set[ref] == present {
@@ -69,11 +69,11 @@ func (e *Engine) weigh(tenant string, ref Ref, present bool) {
 
 // enqueueAfter wakes ref after d; a later call for the same ref replaces
 // the earlier one.
-func (e *Engine) enqueueAfter(ref Ref, d time.Duration) {
+func (e *Engine) enqueueAfter(ref nodeRef, d time.Duration) {
 	e.helm.mu.Lock()
 	defer e.helm.mu.Unlock()
 	if e.helm.timers == nil {
-		e.helm.timers = map[Ref]*time.Timer{}
+		e.helm.timers = map[nodeRef]*time.Timer{}
 	}
 	if t, ok := e.helm.timers[ref]; ok {
 		t.Stop()

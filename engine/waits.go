@@ -8,7 +8,6 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 
-	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/health"
 )
 
@@ -16,7 +15,7 @@ import (
 // object at one source revision. A new generation or revision makes an
 // older wait moot.
 type waitKey struct {
-	ref        Ref
+	ref        nodeRef
 	generation int64
 	revision   string
 }
@@ -39,7 +38,7 @@ type waits struct {
 	err    error
 
 	mu sync.Mutex
-	m  map[Ref]*waitEntry
+	m  map[nodeRef]*waitEntry
 }
 
 // healthWaiter returns the engine's Waiter.
@@ -75,7 +74,7 @@ func (w *waits) outcome(key waitKey) (out outcome, pending bool) {
 	return e.out, true
 }
 
-func (w *waits) forget(ref Ref) {
+func (w *waits) forget(ref nodeRef) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.m[ref]; ok {
@@ -97,7 +96,7 @@ func summary(rep health.Report) string {
 }
 
 // startWait starts an event-driven wait for refs and returns at once.
-func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, refs []apply.ObjectRef, timeout time.Duration) error {
+func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, refs []health.ObjectRef, timeout time.Duration) error {
 	var checker *health.Checker
 	if len(exprs) > 0 {
 		hx := make([]health.Expr, len(exprs))
@@ -113,20 +112,16 @@ func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, ref
 	if err != nil {
 		return err
 	}
-	hrefs := make([]health.ObjectRef, len(refs))
-	for i, r := range refs {
-		hrefs[i] = health.ObjectRef{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
-	}
 	entry := &waitEntry{key: key}
 	e.waits.mu.Lock()
 	if old, ok := e.waits.m[key.ref]; ok {
 		old.handle.Cancel()
 	}
 	if e.waits.m == nil {
-		e.waits.m = map[Ref]*waitEntry{}
+		e.waits.m = map[nodeRef]*waitEntry{}
 	}
 	e.waits.m[key.ref] = entry
-	entry.handle = waiter.Start(*e.runCtx.Load(), hrefs, health.WaitOptions{
+	entry.handle = waiter.Start(*e.runCtx.Load(), refs, health.WaitOptions{
 		Timeout: timeout,
 		Checker: checker,
 		OnDone: func(rep health.Report, err error) {
