@@ -6,11 +6,11 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check vet testbin testbin-cluster demo bench bench-scale build fuzz
+.PHONY: test fmt-check tidy-check vet testbin testbin-cluster demo bench bench-scale build fuzz
 
-## test: gofmt and go vet, build the test control plane and the cluster
+## test: gofmt, go mod tidy and go vet, build the test control plane and the cluster
 ## simulator if missing, run every test.
-test: fmt-check vet testbin-cluster
+test: fmt-check tidy-check vet testbin-cluster
 	COZY_TESTBIN_DIR=$(TESTBIN_DIR) $(GO) test $(GO_TEST_FLAGS) ./...
 	$(GO) test -race -count=1 ./shard/
 
@@ -18,6 +18,12 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	@echo "gofmt: clean"
+
+## tidy-check: go.mod and go.sum say exactly what the code imports.
+tidy-check:
+	@out=$$($(GO) mod tidy -diff 2>&1); \
+	if [ -n "$$out" ]; then echo "go mod tidy needed:"; echo "$$out"; exit 1; fi
+	@echo "go mod tidy: clean"
 
 vet:
 	$(GO) vet ./...

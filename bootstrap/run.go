@@ -84,7 +84,12 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if fallbacks, err = APIServerEndpoints(ctx, c); err == nil {
 		writeEndpoints(opts.Engine.DataDir, fallbacks)
 	}
-	if err := engine.InstallCRDs(ctx, cfg, opts.Engine.FieldManager); err != nil {
+	install := engine.InstallCRDs
+	if opts.Engine.Replicas.Enabled {
+		// The leader updates the CRDs that differ (below).
+		install = engine.InstallMissingCRDs
+	}
+	if err := install(ctx, cfg, opts.Engine.FieldManager); err != nil {
 		return err
 	}
 	log.Info("CRDs installed")
@@ -109,9 +114,13 @@ func Run(ctx context.Context, opts RunOptions) error {
 		return err
 	}
 	if opts.Engine.Replicas.Enabled {
-		// Only the leader applies the bootstrap directory: replicas on
-		// nodes whose directories differ (mid-upgrade) must not fight.
+		// Only the leader updates the CRDs and applies the bootstrap
+		// directory: replicas of different versions, or on nodes whose
+		// directories differ (mid-upgrade), must not fight.
 		err := e.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			if err := engine.InstallCRDs(ctx, cfg, opts.Engine.FieldManager); err != nil {
+				return err
+			}
 			return applyBootstrapDir(ctx, c, opts, log)
 		}))
 		if err != nil {

@@ -68,10 +68,16 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 				builder.WithPredicates(readinessChanged{}))
 		}
 		// The HelmRelease reconciler runs on every replica (each admits only
-		// the releases of the shards it owns); the others on the leader,
-		// with their informers synced on standbys too, so that a takeover
-		// starts warm.
+		// the releases of the shards it owns); the others on the leader.
+		// With the engine's own election they run everywhere and do
+		// nothing unless this replica leads; with an embedder's manager,
+		// its election starts them. Either way standbys keep the informers
+		// synced, so that a takeover starts warm.
 		onLeader := k.kind != helmv2.HelmReleaseKind
+		reconciler := k.reconciler
+		if onLeader && e.replicas != nil && e.replicas.leader != nil {
+			onLeader, reconciler = false, leaderOnly{e: e, r: k.reconciler}
+		}
 		err := b.
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: e.opts.Concurrency,
@@ -80,7 +86,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 				NeedLeaderElection: &onLeader,
 				EnableWarmup:       &onLeader,
 			}).
-			Complete(k.reconciler)
+			Complete(reconciler)
 		if err != nil {
 			return err
 		}
@@ -147,10 +153,35 @@ func readiness(o client.Object) string {
 	return s
 }
 
+// leaderOnly skips a reconcile while this replica does not lead; the
+// replica reconciles every object of the kind when it starts to lead.
+type leaderOnly struct {
+	e *Engine
+	r reconcile.Reconciler
+}
+
+func (l leaderOnly) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !l.e.leading() {
+		return reconcile.Result{}, nil
+	}
+	return l.r.Reconcile(ctx, req)
+}
+
+// leaderKinds are the kinds only the leader reconciles.
+var leaderKinds = func(kind string) bool { return kind != helmv2.HelmReleaseKind }
+
 // Wake re-enqueues every object of every kind, for example when the
 // bootstrap gate opens.
 func (e *Engine) Wake(ctx context.Context) error {
+	return e.wakeKinds(ctx, func(string) bool { return true })
+}
+
+// wake re-enqueues every object of the kinds that match.
+func (e *Engine) wakeKinds(ctx context.Context, match func(kind string) bool) error {
 	for kind, newObj := range e.newObject {
+		if !match(kind) {
+			continue
+		}
 		list, err := e.listKind(ctx, kind, newObj)
 		if err != nil {
 			return err

@@ -44,6 +44,14 @@ func TestInstallCRDsAppliesOnlyWhatChanged(t *testing.T) {
 	if err := cp.Client.Update(ctx, drifted); err != nil {
 		t.Fatal(err)
 	}
+	// A replica that may not lead installs only what is missing: the
+	// drifted CRD stays as it is until the leader installs.
+	if err := engine.InstallMissingCRDs(ctx, cp.Config, "cozy-aio"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(all[0].Name).Annotations[engine.CRDDigestAnnotation]; got != "sha256:other" {
+		t.Fatalf("InstallMissingCRDs rewrote an existing CRD (digest now %s)", got)
+	}
 	if err := engine.InstallCRDs(ctx, cp.Config, "cozy-aio"); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,11 +89,18 @@ type Engine struct {
 }
 
 // New builds an Engine on cfg, with a manager of its own. Nothing runs
-// until Start. With Options.Replicas enabled, the manager elects a leader
+// until Start. With Options.Replicas enabled, the engine elects a leader
 // through the Lease Replicas.LeaderLease.
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
+	if opts.Replicas.Enabled {
+		// The API server's audit log then tells which replica wrote what.
+		if cfg.UserAgent == "" {
+			cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+		}
+		cfg.UserAgent += " replica/" + opts.HolderID
+	}
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {
 		cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
 	}
@@ -113,33 +119,11 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// receive every Helm release revision written (as Flux does).
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
 	}
-	var leader *heldLock
-	if r := opts.Replicas; r.Enabled {
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		leader = &heldLock{Interface: &resourcelock.LeaseLock{
-			LeaseMeta: leaseMeta(r.Namespace, r.LeaderLease), Client: cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.HolderID},
-		}}
-		mopts.LeaderElection = true
-		mopts.LeaderElectionID = r.LeaderLease
-		mopts.LeaderElectionNamespace = r.Namespace
-		mopts.LeaderElectionResourceLockInterface = leader
-		mopts.LeaderElectionReleaseOnCancel = true
-		mopts.LeaseDuration, mopts.RenewDeadline, mopts.RetryPeriod = &r.LeaseDuration, &r.RenewDeadline, &r.RetryPeriod
-	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	e, err := setup(mgr, cfg, opts, leader)
-	if err != nil {
-		return nil, err
-	}
-	e.ownManager = true
-	return e, nil
+	return setup(mgr, cfg, opts, true)
 }
 
 // Setup builds an Engine on a manager the embedder owns, sharing its
@@ -151,10 +135,13 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 // embedder installs the CRDs (InstallCRDs) and starts mgr; Engine.Start
 // is not used.
 func Setup(mgr manager.Manager, opts Options) (*Engine, error) {
-	return setup(mgr, mgr.GetConfig(), opts.withDefaults(), nil)
+	return setup(mgr, mgr.GetConfig(), opts.withDefaults(), false)
 }
 
-func setup(mgr manager.Manager, cfg *rest.Config, opts Options, leader *heldLock) (*Engine, error) {
+// setup builds the engine on mgr; ownManager is set by New: Start then
+// installs the CRDs and starts mgr, and with replicas the engine elects
+// its leader itself.
+func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool) (*Engine, error) {
 	registry := opts.Registry
 	if registry == nil {
 		registry = ctrlmetrics.Registry.(*prometheus.Registry)
@@ -172,7 +159,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, leader *heldLock
 		return nil, err
 	}
 	e := &Engine{
-		applyCache: applyCache, start: time.Now(),
+		applyCache: applyCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
 		recorder: mgr.GetEventRecorder("cozy-aio"),
@@ -185,11 +172,15 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, leader *heldLock
 			return nil, err
 		}
 		e.replicas = newReplicas(e, cs, e.start)
-		e.replicas.leader = leader
-		if leader != nil {
-			leader.onEvent = e.replicas.leaderEvent
+		if ownManager {
+			// The engine's own election, not the manager's: a replica that
+			// loses the Lease becomes a standby instead of exiting, and a
+			// takeover follows the Lease's expiry as this replica observed
+			// it.
+			e.replicas.leader = e.replicas.newLeaseLock(opts.Replicas.LeaderLease, map[string]string{LabelLeaseRole: roleLeader})
 		}
 		popts.Owned = e.replicas.owns
+		popts.Moved = e.replicas.moved
 		// Every replica must derive the same shard count from the same
 		// HelmReleases: no hysteresis, which depends on each one's history.
 		popts.Auto.Hysteresis = -1
@@ -286,17 +277,48 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine: built by Setup on the embedder's manager: start the manager instead")
 	}
 	if e.opts.InstallCRDs {
-		if err := InstallCRDs(ctx, e.cfg, e.opts.FieldManager); err != nil {
+		if err := e.installCRDs(ctx); err != nil {
 			return err
 		}
 	}
 	return e.mgr.Start(ctx)
 }
 
+// installCRDs installs the CRDs at start: all that differ when alone; with
+// replicas, the missing ones now and the ones that differ once this replica
+// leads.
+func (e *Engine) installCRDs(ctx context.Context) error {
+	if e.replicas == nil {
+		return InstallCRDs(ctx, e.cfg, e.opts.FieldManager)
+	}
+	if err := InstallMissingCRDs(ctx, e.cfg, e.opts.FieldManager); err != nil {
+		return err
+	}
+	return e.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return InstallCRDs(ctx, e.cfg, e.opts.FieldManager)
+	}))
+}
+
 // Add runs r with the engine. Unless r says otherwise
 // (manager.LeaderElectionRunnable), it runs only on the leader when
-// replicas are enabled, as the bootstrap directory is applied.
-func (e *Engine) Add(r manager.Runnable) error { return e.mgr.Add(r) }
+// replicas are enabled, once this replica first leads: the bootstrap
+// directory is applied so.
+func (e *Engine) Add(r manager.Runnable) error {
+	if e.replicas == nil || e.replicas.leader == nil {
+		return e.mgr.Add(r)
+	}
+	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
+		return e.mgr.Add(r)
+	}
+	return e.mgr.Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
+		select {
+		case <-e.replicas.firstLead:
+			return r.Start(ctx)
+		case <-ctx.Done():
+			return nil
+		}
+	})})
+}
 
 // CRDDigestAnnotation records, on each CRD InstallCRDs applies, the digest
 // of what it applied: a later start applies only the CRDs whose digest
@@ -308,6 +330,19 @@ const CRDDigestAnnotation = "cozy-aio.cozystack.io/crd-digest"
 // It reads only the CRDs' metadata and applies one CRD at a time: a CRD
 // decodes into a large tree, and this runs at every start.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
+	return installCRDs(ctx, cfg, fieldManager, false)
+}
+
+// InstallMissingCRDs installs the embedded CRDs that do not exist yet and
+// leaves the others as they are. A replica that may not lead runs it at
+// start, so that its informers can start; the leader then updates the
+// CRDs that differ (InstallCRDs), and replicas of different versions do
+// not take turns rewriting them.
+func InstallMissingCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
+	return installCRDs(ctx, cfg, fieldManager, true)
+}
+
+func installCRDs(ctx context.Context, cfg *rest.Config, fieldManager string, onlyMissing bool) error {
 	all, err := crds.All()
 	if err != nil {
 		return err
@@ -318,7 +353,7 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) err
 	}
 	var applied []string
 	for _, crd := range all {
-		changed, err := installCRD(ctx, c, crd, fieldManager)
+		changed, err := installCRD(ctx, c, crd, fieldManager, onlyMissing)
 		if err != nil {
 			return err
 		}
@@ -336,7 +371,7 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) err
 
 // installCRD applies crd unless the live one carries the same digest, and
 // tells whether it applied.
-func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, fieldManager string) (bool, error) {
+func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, fieldManager string, onlyMissing bool) (bool, error) {
 	crd.TypeMeta.APIVersion = "apiextensions.k8s.io/v1"
 	crd.TypeMeta.Kind = "CustomResourceDefinition"
 	crd.ManagedFields = nil
@@ -356,7 +391,7 @@ func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("reading CRD %s: %w", crd.Name, err)
 	}
-	if err == nil && live.Annotations[CRDDigestAnnotation] == digest {
+	if err == nil && (onlyMissing || live.Annotations[CRDDigestAnnotation] == digest) {
 		return false, nil
 	}
 	crd.Annotations[CRDDigestAnnotation] = digest

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -18,17 +19,8 @@ import (
 type heldLock struct {
 	resourcelock.Interface
 
-	// onEvent, when set, is told of "became leader" and "stopped leading".
-	onEvent func(string)
-
 	mu      sync.Mutex
 	renewed time.Time // start of the last successful write as holder
-}
-
-func (l *heldLock) RecordEvent(s string) {
-	if l.onEvent != nil {
-		l.onEvent(s)
-	}
 }
 
 var _ resourcelock.Interface = (*heldLock)(nil)
@@ -121,7 +113,8 @@ func (el *elector) stop() {
 
 // elect starts an elector on lock. started and stopped run when this
 // process gains and loses the Lease; stopped also runs when it never had it.
-func (r *replicas) elect(parent context.Context, lock *heldLock, started func(), stopped func(wasHeld bool)) (*elector, error) {
+// prepare, when set, runs before the election starts.
+func (r *replicas) elect(parent context.Context, lock *heldLock, prepare func(context.Context), started func(), stopped func(wasHeld bool)) (*elector, error) {
 	ctx, cancel := context.WithCancel(parent)
 	el := &elector{lock: lock, cancel: cancel, done: make(chan struct{})}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -146,7 +139,59 @@ func (r *replicas) elect(parent context.Context, lock *heldLock, started func(),
 	}
 	go func() {
 		defer close(el.done)
+		if prepare != nil {
+			prepare(ctx)
+		}
 		le.Run(ctx)
 	}()
 	return el, nil
+}
+
+// takeExpired waits, while another holder's Lease is live by this
+// replica's observation, and takes it once that holder has let it expire.
+// client-go's elector would first watch the Lease for a whole duration of
+// its own, which doubles a takeover after a crash: this replica has been
+// watching the Lease all along through its informer. The write carries
+// the resourceVersion observed, so a holder that renewed meanwhile wins.
+func (r *replicas) takeExpired(ctx context.Context, name string) {
+	step := max(r.o.RetryPeriod/4, 50*time.Millisecond)
+	for {
+		r.mu.Lock()
+		s, ok := r.seen[name]
+		r.mu.Unlock()
+		if !ok || s.holder == "" || s.holder == r.id {
+			return // nothing to take over: the election creates or acquires it
+		}
+		if !s.live(time.Now()) {
+			r.take(ctx, name, s.rv)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(step):
+		}
+	}
+}
+
+// take writes this replica as the holder of Lease name, if it is still at
+// resourceVersion rv.
+func (r *replicas) take(ctx context.Context, name, rv string) {
+	leases := r.cs.CoordinationV1().Leases(r.o.Namespace)
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if err != nil || l.ResourceVersion != rv {
+		return
+	}
+	now := metav1.NowMicro()
+	id := r.id
+	secs := int32(r.o.LeaseDuration / time.Second)
+	transitions := int32(1)
+	if l.Spec.LeaseTransitions != nil {
+		transitions += *l.Spec.LeaseTransitions
+	}
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &id, &secs
+	l.Spec.AcquireTime, l.Spec.RenewTime, l.Spec.LeaseTransitions = &now, &now, &transitions
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+		r.log.Info("took over an expired Lease", "lease", r.o.Namespace+"/"+name)
+	}
 }

@@ -36,6 +36,7 @@ const (
 
 	roleReplica = "replica"
 	roleShard   = "shard"
+	roleLeader  = "leader"
 )
 
 // replicas is this engine's part in a set of replicas: its own Lease, the
@@ -48,13 +49,17 @@ type replicas struct {
 	cs    kubernetes.Interface
 	log   logr.Logger
 	kick  chan struct{}
-	// leader is the leader Lease's lock when this engine's manager elects;
-	// nil when an embedder's manager does.
+	// leader is the leader Lease's lock when this engine elects its
+	// leader; nil when an embedder's manager does.
 	leader *heldLock
+	// firstLead is closed when this replica leads for the first time.
+	firstLead chan struct{}
+	leadOnce  sync.Once
 
 	mu       sync.Mutex
 	seen     map[string]leaseSeen // by Lease name
 	self     *elector
+	lead     *elector
 	shards   map[int]*shardLease
 	stopping bool
 }
@@ -72,9 +77,9 @@ type shardLease struct {
 // own clock) the record last changed: a Lease is expired once it has not
 // changed for its duration, whatever the clocks of other machines say.
 type leaseSeen struct {
-	holder, role, start, shard, renew string
-	at                                time.Time
-	duration                          time.Duration
+	holder, role, start, shard, renew, rv string
+	at                                    time.Time
+	duration                              time.Duration
 }
 
 func (s leaseSeen) live(now time.Time) bool {
@@ -85,7 +90,7 @@ func newReplicas(e *Engine, cs kubernetes.Interface, start time.Time) *replicas 
 	return &replicas{
 		e: e, o: e.opts.Replicas, id: e.opts.HolderID, start: start, cs: cs,
 		log:  e.opts.Logger.WithName("replicas"),
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), firstLead: make(chan struct{}),
 		seen: map[string]leaseSeen{}, shards: map[int]*shardLease{},
 	}
 }
@@ -166,7 +171,7 @@ func (r *replicas) observe(o any, deleted bool) {
 		r.poke()
 		return
 	}
-	s := leaseSeen{role: l.Labels[LabelLeaseRole], start: l.Labels[LabelReplicaStart], shard: l.Labels[LabelShard]}
+	s := leaseSeen{role: l.Labels[LabelLeaseRole], start: l.Labels[LabelReplicaStart], shard: l.Labels[LabelShard], rv: l.ResourceVersion}
 	if h := l.Spec.HolderIdentity; h != nil {
 		s.holder = *h
 	}
@@ -225,6 +230,9 @@ func (r *replicas) reconcile(ctx context.Context) {
 	}
 	if r.self == nil || isDone(r.self.done) {
 		r.electSelf(ctx)
+	}
+	if r.leader != nil && (r.lead == nil || isDone(r.lead.done)) {
+		r.electLeader(ctx)
 	}
 	want := shard.Spread(ids, r.candidates(time.Now()))
 	for _, i := range ids {
@@ -287,7 +295,7 @@ func (r *replicas) electSelf(ctx context.Context) {
 	lock := r.newLeaseLock(r.replicaLease(), map[string]string{
 		LabelLeaseRole: roleReplica, LabelReplicaStart: strconv.FormatInt(r.start.UnixNano(), 10),
 	})
-	el, err := r.elect(ctx, lock, func() {
+	el, err := r.elect(ctx, lock, nil, func() {
 		r.log.Info("replica announced", "replica", r.id, "lease", lock.Describe())
 		r.poke()
 	}, func(bool) { r.poke() })
@@ -298,14 +306,42 @@ func (r *replicas) electSelf(ctx context.Context) {
 	r.self = el
 }
 
+// electLeader runs the election of the leader's Lease; r.mu is held. The
+// leader-only reconcilers do nothing while this replica does not lead; when
+// it starts to lead, every object of their kinds is reconciled.
+func (r *replicas) electLeader(ctx context.Context) {
+	name := r.o.LeaderLease
+	el, err := r.elect(ctx, r.leader, func(ctx context.Context) { r.takeExpired(ctx, name) }, func() {
+		r.leaderEvent("became leader")
+		r.leadOnce.Do(func() { close(r.firstLead) })
+		if err := r.e.wakeKinds(ctx, leaderKinds); err != nil {
+			r.log.Error(err, "waking the leader's reconcilers")
+		}
+	}, func(wasHeld bool) {
+		if wasHeld {
+			r.leaderEvent("stopped leading")
+		}
+		r.poke()
+	})
+	if err != nil {
+		r.log.Error(err, "electing the leader")
+		return
+	}
+	r.lead = el
+}
+
 // electShard runs the election of shard i's Lease; r.mu is held.
 func (r *replicas) electShard(ctx context.Context, i int) {
 	s := &shardLease{id: i}
-	lock := r.newLeaseLock(r.shardLeaseName(i), map[string]string{LabelLeaseRole: roleShard, LabelShard: strconv.Itoa(i)})
-	el, err := r.elect(ctx, lock, func() {
+	name := r.shardLeaseName(i)
+	lock := r.newLeaseLock(name, map[string]string{LabelLeaseRole: roleShard, LabelShard: strconv.Itoa(i)})
+	el, err := r.elect(ctx, lock, func(ctx context.Context) { r.takeExpired(ctx, name) }, func() {
 		r.log.Info("shard acquired", "replica", r.id, "shard", i, "lease", lock.Describe())
 		r.event(lock, "ShardAcquired", "replica %s owns Helm shard %d", r.id, i)
 		r.e.pool.Recheck()
+		// The shard's releases come here: a crashed owner may have left
+		// one pending, and this replica may hold no queued work for it.
+		r.e.wakeShard(i)
 		r.poke()
 	}, func(wasHeld bool) {
 		if wasHeld {
@@ -368,8 +404,14 @@ func (r *replicas) shutdown() {
 		s.releasing = true
 		held = append(held, s)
 	}
+	lead := r.lead
 	r.mu.Unlock()
 	r.e.pool.Recheck()
+	// The leader's Lease and this replica's own go first, so that the
+	// others lead and plan without it at once.
+	if lead != nil {
+		lead.stop()
+	}
 	if self != nil {
 		self.stop()
 	}
@@ -424,10 +466,13 @@ func (r *replicas) owned() []int {
 
 // leading tells whether this replica is the leader and may write.
 func (r *replicas) leading() bool {
-	if r.leader != nil {
-		return r.leader.valid(r.o.RenewDeadline)
+	if r.leader == nil {
+		return isDone(r.e.elected())
 	}
-	return isDone(r.e.elected())
+	r.mu.Lock()
+	lead := r.lead
+	r.mu.Unlock()
+	return lead != nil && lead.isHeld() && r.leader.valid(r.o.RenewDeadline)
 }
 
 // alive tells whether the holder of a pending Helm revision still runs:
@@ -463,4 +508,14 @@ func (r *replicas) event(lock *heldLock, reason, msg string, args ...any) {
 		ObjectMeta: leaseMeta(r.o.Namespace, name),
 	}
 	r.e.recorder.Eventf(lease, nil, corev1.EventTypeNormal, reason, "Lease", msg, args...)
+}
+
+// moved is told by the pool of every tenant placed or moved. A tenant that
+// comes to a shard this replica owns from one it does not own has its
+// releases reconciled here: this replica may hold no work for them.
+func (r *replicas) moved(m shard.Move) {
+	if m.From == m.To || !r.owns(m.To) || (m.From >= 0 && r.owns(m.From)) {
+		return
+	}
+	go r.e.wakeTenant(m.Tenant)
 }

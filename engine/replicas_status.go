@@ -101,3 +101,33 @@ func (r *replicas) leaderEvent(what string) {
 	}
 	r.event(r.leader, reason, "replica %s %s", r.id, what)
 }
+
+// wakeTenant reconciles every HelmRelease of tenant.
+func (e *Engine) wakeTenant(tenant string) {
+	e.helm.mu.Lock()
+	refs := make([]Ref, 0, len(e.helm.releases[tenant]))
+	for ref := range e.helm.releases[tenant] {
+		refs = append(refs, ref)
+	}
+	e.helm.mu.Unlock()
+	for _, ref := range refs {
+		e.enqueue(ref)
+	}
+}
+
+// wakeShard reconciles every HelmRelease whose tenant is on shard i.
+func (e *Engine) wakeShard(i int) {
+	var refs []Ref
+	e.helm.mu.Lock()
+	for tenant, set := range e.helm.releases {
+		if s, ok := e.pool.Lookup(tenant); ok && s == i {
+			for ref := range set {
+				refs = append(refs, ref)
+			}
+		}
+	}
+	e.helm.mu.Unlock()
+	for _, ref := range refs {
+		e.enqueue(ref)
+	}
+}

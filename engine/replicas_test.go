@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,14 @@ func TestReplicasShareHelmShards(t *testing.T) {
 		return ra.Leader != rb.Leader && len(ra.Shards) == 2 && len(rb.Shards) == 2 && slices.Equal(all, []int{0, 1, 2, 3})
 	})
 	t.Logf("%s; %s", a.e.Replica(), b.e.Replica())
+	// The metrics say the same as Replica.
+	for _, r := range []*replica{a, b} {
+		want := r.e.Replica()
+		leader, owned := replicaMetrics(t, r.e)
+		if leader != want.Leader || !slices.Equal(owned, want.Shards) {
+			t.Fatalf("metrics of %s: leader %v, owned %v; want %s", want.ID, leader, owned, want)
+		}
+	}
 
 	if err := cp.Client.Create(ctx, chartSource(ns, "demo", reg.Host(), "1.0.0")); err != nil {
 		t.Fatal(err)
@@ -250,4 +259,28 @@ func TestSetupOnEmbeddersManager(t *testing.T) {
 		}
 	}
 	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+}
+
+// replicaMetrics reads cozy_aio_leader and cozy_aio_shard_owned.
+func replicaMetrics(t *testing.T, e *engine.Engine) (leader bool, owned []int) {
+	t.Helper()
+	families, err := e.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "cozy_aio_leader":
+				leader = m.GetGauge().GetValue() == 1
+			case "cozy_aio_shard_owned":
+				if m.GetGauge().GetValue() == 1 {
+					n, _ := strconv.Atoi(m.GetLabel()[0].GetValue())
+					owned = append(owned, n)
+				}
+			}
+		}
+	}
+	slices.Sort(owned)
+	return leader, owned
 }

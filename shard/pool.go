@@ -55,6 +55,12 @@ type PoolOptions struct {
 	// atomic: a lock that Owned takes must never be held while calling the
 	// pool, or a worker and the caller wait for each other.
 	Owned func(shard int) bool
+	// Moved, when set, is told of every tenant placed or moved to another
+	// shard (From is -1 for a new tenant), for example to bring the
+	// tenant's work to the replica that owns its new shard. Like Owned it
+	// is called with the pool's mutex held: it must not block or call the
+	// pool. Default nil.
+	Moved func(Move)
 }
 
 func (o PoolOptions) normalize() PoolOptions {

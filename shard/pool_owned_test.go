@@ -218,3 +218,37 @@ func TestFromContext(t *testing.T) {
 		t.Fatal("FromContext found a shard in a plain context")
 	}
 }
+
+// TestPoolReportsMoves: Moved hears of every tenant placed and of every
+// tenant a resize moves, with the shards it moved between.
+func TestPoolReportsMoves(t *testing.T) {
+	var moves []Move
+	p := NewPool(PoolOptions{Shards: 2, Moved: func(m Move) { moves = append(moves, m) }})
+	for i := range 20 {
+		if err := p.SetTenant(Tenant{ID: fmt.Sprintf("t%02d", i), Weight: 1 + i%3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	placed := map[string]int{}
+	for _, m := range moves {
+		placed[m.Tenant] = m.To
+	}
+	if len(placed) != 20 {
+		t.Fatalf("Moved heard of %d tenants, want 20", len(placed))
+	}
+	moves = nil
+	if err := p.Resize(3); err != nil {
+		t.Fatal(err)
+	}
+	if len(moves) == 0 {
+		t.Fatal("a resize from 2 to 3 shards moved nobody")
+	}
+	for _, m := range moves {
+		if m.From != placed[m.Tenant] {
+			t.Errorf("move of %s from %d, but it was on %d", m.Tenant, m.From, placed[m.Tenant])
+		}
+		if got, _ := p.Lookup(m.Tenant); got != m.To {
+			t.Errorf("move of %s to %d, but Lookup says %d", m.Tenant, m.To, got)
+		}
+	}
+}

@@ -149,6 +149,9 @@ func (s *sched) apply(moves []Move) {
 		if q := s.queues[m.To]; q != nil {
 			q.push(t)
 		}
+		if s.o.Moved != nil {
+			s.o.Moved(m)
+		}
 	}
 }
 

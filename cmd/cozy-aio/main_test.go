@@ -128,7 +128,7 @@ func TestRunServesProbesAndStopsOnSIGTERM(t *testing.T) {
 }
 
 // writeKubeconfig writes an admin kubeconfig for the test API server.
-func writeKubeconfig(t *testing.T, dir string) string {
+func writeKubeconfig(t testing.TB, dir string) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthorityData: cp.Config.CAData}
