@@ -122,7 +122,7 @@ func TestFencingAfterSIGSTOP(t *testing.T) {
 	resumed := time.Now()
 	f.resumed(victim, resumed)
 	f.assertUntouched(ctx, taken, release, victim)
-	f.assertRefused(victim, stopped)
+	f.assertRefused(victim, resumed)
 }
 
 // resumed waits until the resumed victim's interrupted action has ended
@@ -333,13 +333,15 @@ type auditEvent struct {
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	StageTimestamp metav1.MicroTime `json:"stageTimestamp"`
+	RequestReceivedTimestamp metav1.MicroTime `json:"requestReceivedTimestamp"`
 }
 
 // assertRefused reads the API server's audit log (each replica has its own
-// user) for writes of release Secrets the victim sent after since: none
-// may have succeeded. It says which guard stopped it: its fence (no write
-// sent) or the API server (a write refused for its resourceVersion).
+// user) for writes of release Secrets the victim sent after it resumed
+// (received after since): none may have succeeded. It says which guard
+// stopped it: its fence (no write sent) or the API server (a write
+// refused for its resourceVersion). A request received while the victim
+// was stopped was sent before the pause.
 func (f *fencing) assertRefused(victim *replica, since time.Time) {
 	file, err := os.Open(f.audit)
 	if err != nil {
@@ -360,12 +362,12 @@ func (f *fencing) assertRefused(victim *replica, since time.Time) {
 		default:
 			continue
 		}
-		if e.StageTimestamp.Time.Before(since) {
+		if e.RequestReceivedTimestamp.Time.Before(since) {
 			before++
 			continue
 		}
 		if e.ResponseStatus.Code < 300 {
-			f.t.Errorf("%s's %s of Secret %s succeeded (HTTP %d) at %s, after it was paused", victim.id, e.Verb, e.ObjectRef.Name, e.ResponseStatus.Code, e.StageTimestamp.Format(time.StampMicro))
+			f.t.Errorf("%s's %s of Secret %s, received at %s after it resumed, succeeded (HTTP %d)", victim.id, e.Verb, e.ObjectRef.Name, e.RequestReceivedTimestamp.Format(time.StampMicro), e.ResponseStatus.Code)
 			continue
 		}
 		refused++
