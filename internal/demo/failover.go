@@ -190,8 +190,7 @@ func (h *harness) usage() {
 	for i, r := range h.reps {
 		rep := &h.res.Replicas[i]
 		rep.PeakRSS, rep.CPU = r.usage()
-		var reqs map[string]int
-		rep.RunsSucceeded, reqs = r.work()
+		_, reqs := r.work()
 		h.res.PeakRSS, h.res.CPU = max(h.res.PeakRSS, rep.PeakRSS), h.res.CPU+rep.CPU
 		for m, n := range reqs {
 			h.res.Requests[m] += n
@@ -199,9 +198,9 @@ func (h *harness) usage() {
 	}
 }
 
-// verifyPlacement waits (up to a minute) for the replicas' shards to be
-// where shard.Spread places them among the running replicas, records
-// where they are, and checks it.
+// verifyPlacement waits (up to a minute) for every running replica to
+// answer and for the shards to be where shard.Spread places them among
+// them, records where they are, and checks it.
 func (h *harness) verifyPlacement(ctx context.Context) {
 	var want map[int]string
 	var states []ReplicaState
@@ -214,8 +213,11 @@ func (h *harness) verifyPlacement(ctx context.Context) {
 		}
 		var live []string
 		for i, r := range h.reps {
-			if states[i].Up {
+			switch {
+			case states[i].Up:
 				live = append(live, r.id)
+			case r.running():
+				return false, nil // restarted, not answering yet
 			}
 		}
 		want = shard.Spread(ids, live)
@@ -224,7 +226,9 @@ func (h *harness) verifyPlacement(ctx context.Context) {
 	err := kwait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, placed)
 	var got []string
 	for i, r := range h.reps {
+		// The restarted replica's runs count once it answers.
 		h.res.Replicas[i].End = states[i]
+		h.res.Replicas[i].RunsSucceeded, _ = r.work()
 		got = append(got, fmt.Sprintf("%s: %s", r.id, states[i]))
 	}
 	h.check("shards placed", err == nil, "at the end %s (shard.Spread over the running replicas: %v)", strings.Join(got, "; "), want)
