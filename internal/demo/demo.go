@@ -315,6 +315,12 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 	}
 	n := h.opts.Replicas
 	h.exits = make(chan replicaExit, 2*n+2) // every start and the restart
+	// Every replica's health and artifact ports at once: a port chosen
+	// after a replica started may be one it is about to bind.
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return err
+	}
 	if n > 1 {
 		h.res.Failover = &Failover{}
 		h.say("starting %d cozy-aio replicas, as the static pod of %d control-plane nodes; Leases %s/%s/%s (duration/renew deadline/retry)",
@@ -324,6 +330,7 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 		o := replicaOptions{
 			binary: h.opts.Binary, workDir: h.opts.WorkDir, logs: h.logs, id: "demo", alone: n == 1,
 			server: server, kubeconfig: kubeconfig, shards: h.opts.Shards, workers: h.opts.ShardWorkers, extra: extra,
+			health: ports[2*i-2], artifacts: ports[2*i-1],
 		}
 		if n > 1 {
 			o.id = "node-" + strconv.Itoa(i)
@@ -651,13 +658,19 @@ func procUsage(pid int) (int64, time.Duration) {
 	return rss, cpu
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct free loopback ports: each listener stays
+// open until all are chosen, so that no two are the same.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 func randomString() string {

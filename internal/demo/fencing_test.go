@@ -196,7 +196,11 @@ func startFencing(ctx context.Context, t *testing.T) *fencing {
 		t.Fatal(err)
 	}
 	f := &fencing{t: t, c: cp.Client, ns: "fencing", registry: reg.Host(), audit: audit, exits: make(chan replicaExit, 4)}
-	for _, id := range []string{"node-a", "node-b"} {
+	ports, err := freePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"node-a", "node-b"} {
 		// Each replica is its own API user, for the audit log.
 		kc, err := cp.Kubeconfig(id, "system:masters")
 		if err != nil {
@@ -209,6 +213,7 @@ func startFencing(ctx context.Context, t *testing.T) *fencing {
 		r, err := newReplica(replicaOptions{
 			binary: bin, workDir: work, logs: logs, id: id, server: cp.Config.Host, kubeconfig: kubeconfig,
 			shards: 2, workers: 2, extra: []string{"--network-phase=false", "--tenant-label=tenant"},
+			health: ports[2*i], artifacts: ports[2*i+1],
 			lease: 3 * time.Second, renew: 2 * time.Second, retry: 500 * time.Millisecond,
 		})
 		if err != nil {

@@ -67,7 +67,10 @@ type replicaOptions struct {
 	alone bool
 	// server and kubeconfig reach the API server.
 	server, kubeconfig string
-	shards, workers    int
+	// health and artifacts are the loopback ports of /metrics and of the
+	// artifact server (unused alone: it picks its own).
+	health, artifacts int
+	shards, workers   int
 	// extra are the flags of the shape (bootstrap or scale).
 	extra []string
 	// lease, renew and retry are the Lease duration, renew deadline and
@@ -78,20 +81,12 @@ type replicaOptions struct {
 
 // newReplica lays out a replica's addresses, directories and arguments.
 func newReplica(o replicaOptions) (*replica, error) {
-	health, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	r := &replica{id: o.id, alone: o.alone, binary: o.binary, health: "127.0.0.1:" + strconv.Itoa(health)}
+	r := &replica{id: o.id, alone: o.alone, binary: o.binary, health: "127.0.0.1:" + strconv.Itoa(o.health)}
 	data, logName := filepath.Join(o.workDir, "data"), "cozy-aio.log"
 	idFlag := "--holder-id=" + o.id
 	r.artifacts = "127.0.0.1:0"
 	if !o.alone {
-		art, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		r.artifacts = "127.0.0.1:" + strconv.Itoa(art)
+		r.artifacts = "127.0.0.1:" + strconv.Itoa(o.artifacts)
 		data, logName = filepath.Join(o.workDir, "data", o.id), "cozy-aio-"+o.id+".log"
 		idFlag = "--replica-id=" + o.id
 	}
