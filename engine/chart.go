@@ -1,27 +1,20 @@
 package engine
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path"
-	"strings"
 
-	"sigs.k8s.io/yaml"
+	"github.com/cozystack/cozy-aio/source"
 )
 
-// chartArchive returns a Helm chart archive for an artifact. Helm wants
-// every file under one top directory, as `helm package` writes it; a chart
-// copied to an artifact's root (as an ArtifactGenerator does with
-// "@chart/demo/**" → "@artifact/") is re-packed under its chart name. The
-// returned cleanup removes a re-packed copy.
+// chartArchive returns a Helm chart archive for an artifact: the artifact
+// itself, or, for a chart copied to the artifact's root, a temporary copy
+// re-packed under the chart's name (see source.ChartName). The returned
+// cleanup removes the copy.
 func chartArchive(artifactPath string) (string, func(), error) {
 	noop := func() {}
-	rooted, name, err := chartAtRoot(artifactPath)
-	if err != nil || !rooted {
+	name, err := chartName(artifactPath)
+	if err != nil || name == "" {
 		return artifactPath, noop, err
 	}
 	out, err := os.CreateTemp("", "cozy-chart-*.tgz")
@@ -29,7 +22,7 @@ func chartArchive(artifactPath string) (string, func(), error) {
 		return "", noop, err
 	}
 	cleanup := func() { os.Remove(out.Name()) }
-	if err := repack(artifactPath, out, name+"/"); err != nil {
+	if err := repack(out, artifactPath, name+"/"); err != nil {
 		out.Close()
 		cleanup()
 		return "", noop, fmt.Errorf("re-packing chart %s: %w", name, err)
@@ -41,75 +34,20 @@ func chartArchive(artifactPath string) (string, func(), error) {
 	return out.Name(), cleanup, nil
 }
 
-// chartAtRoot reports whether the archive has Chart.yaml at its root, and
-// the chart's name.
-func chartAtRoot(p string) (bool, string, error) {
+func chartName(p string) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return false, "", err
+		return "", err
 	}
 	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		return false, "", err
-	}
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return false, "", nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		if path.Clean(strings.TrimPrefix(h.Name, "./")) != "Chart.yaml" {
-			continue
-		}
-		b, err := io.ReadAll(io.LimitReader(tr, 1<<20))
-		if err != nil {
-			return false, "", err
-		}
-		var meta struct {
-			Name string `json:"name"`
-		}
-		if err := yaml.Unmarshal(b, &meta); err != nil || meta.Name == "" {
-			return false, "", fmt.Errorf("Chart.yaml has no valid name: %v", err)
-		}
-		return true, meta.Name, nil
-	}
+	return source.ChartName(f)
 }
 
-func repack(src string, dst io.Writer, prefix string) error {
+func repack(dst *os.File, src, prefix string) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
-	zw := gzip.NewWriter(dst)
-	tw := tar.NewWriter(zw)
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		h.Name = prefix + strings.TrimPrefix(h.Name, "./")
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return zw.Close()
+	return source.Repack(dst, f, prefix)
 }

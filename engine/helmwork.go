@@ -22,7 +22,12 @@ type helmWork struct {
 
 func (e *Engine) helmManager() (*helm.Manager, error) {
 	e.helm.once.Do(func() {
-		opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}}
+		waiter, err := e.healthWaiter()
+		if err != nil {
+			e.helm.err = err
+			return
+		}
+		opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}, Waiter: waiter}
 		if e.replicas != nil {
 			opts.HolderAlive = e.replicas.alive
 			opts.Fence = e.replicas.fence

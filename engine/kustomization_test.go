@@ -7,6 +7,7 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -219,4 +220,44 @@ func containsAll(s string, parts []string) bool {
 		}
 	}
 	return true
+}
+
+func deploymentYAML(name, ns string) string {
+	return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\n" +
+		"spec:\n  selector:\n    matchLabels: {app: " + name + "}\n  template:\n    metadata:\n      labels: {app: " + name + "}\n" +
+		"    spec:\n      containers: [{name: c, image: nginx}]\n"
+}
+
+// TestKustomizationWaitsWithItsOwnHealthCheckExprs runs two waits on the
+// engine's one health Waiter at once: envtest runs no controllers, so a
+// Deployment never becomes ready by kstatus, and only the Kustomization
+// whose healthCheckExprs say it is Current becomes Ready.
+func TestKustomizationWaitsWithItsOwnHealthCheckExprs(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	gitSource(t, ns, "apps", map[string]string{
+		"plain/web.yaml":   deploymentYAML("plain", ns),
+		"checked/web.yaml": deploymentYAML("checked", ns),
+	})
+	startEngine(t, engine.Options{})
+	plain := kustomization(ns, "plain", "apps", "./plain")
+	plain.Spec.Wait = true
+	plain.Spec.Timeout = &metav1.Duration{Duration: 3 * time.Second} // Flux's GetTimeout floors it at 30s
+	checked := kustomization(ns, "checked", "apps", "./checked")
+	checked.Spec.Wait = true
+	checked.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
+	checked.Spec.HealthCheckExprs = []kustomize.CustomHealthCheck{{
+		APIVersion: "apps/v1", Kind: "Deployment",
+		HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "metadata.generation >= 1"},
+	}}
+	for _, ks := range []*kustomizev1.Kustomization{plain, checked} {
+		if err := cp.Client.Create(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, checked, readyIs(checked, true), "Ready=True by its healthCheckExprs")
+	waitFor(t, plain, func() bool {
+		c := conditions.Get(plain, meta.ReadyCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == meta.HealthCheckFailedReason
+	}, "Ready=False, HealthCheckFailed")
 }

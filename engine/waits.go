@@ -31,9 +31,23 @@ type waitEntry struct {
 // waits tracks the health waits in flight. A wait runs on watches, not on
 // a worker: the reconciler starts it and returns, and the wait's end
 // enqueues the object again, whose next reconcile reads the result here.
+// One health.Waiter, made on first use, serves these waits and the Helm
+// manager's.
 type waits struct {
+	once   sync.Once
+	waiter *health.Waiter
+	err    error
+
 	mu sync.Mutex
 	m  map[Ref]*waitEntry
+}
+
+// healthWaiter returns the engine's Waiter.
+func (e *Engine) healthWaiter() (*health.Waiter, error) {
+	e.waits.once.Do(func() {
+		e.waits.waiter, e.waits.err = health.NewWaiter(e.cfg, health.WaiterOptions{Mapper: e.mgr.GetRESTMapper()})
+	})
+	return e.waits.waiter, e.waits.err
 }
 
 // outcome reports on the wait for key. pending is false when there is no
@@ -95,7 +109,7 @@ func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, ref
 			return err
 		}
 	}
-	waiter, err := health.NewWaiter(e.cfg, health.WaiterOptions{Checker: checker, Mapper: e.mgr.GetRESTMapper()})
+	waiter, err := e.healthWaiter()
 	if err != nil {
 		return err
 	}
@@ -114,6 +128,7 @@ func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, ref
 	e.waits.m[key.ref] = entry
 	entry.handle = waiter.Start(*e.runCtx.Load(), hrefs, health.WaitOptions{
 		Timeout: timeout,
+		Checker: checker,
 		OnDone: func(rep health.Report, err error) {
 			e.waits.mu.Lock()
 			entry.done = true

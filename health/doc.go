@@ -14,7 +14,8 @@
 //	}})
 //	r, err := checker.Compute(obj) // r.Status, r.Message
 //
-// A Waiter waits for a set of objects. It is event-driven: it watches the
+// A Waiter waits for sets of objects; one serves the whole process, and
+// each wait names its own Checker. It is event-driven: it watches the
 // objects (one watch per resource and namespace, narrowed to one name when
 // the object is alone) and recomputes a status only when the API server
 // reports a change. Start returns at once with a Handle; the caller is
@@ -24,7 +25,8 @@
 // is not ready; when the wait ends early the error is a *NotReadyError
 // that wraps ErrTimeout, ErrFailed or the context's error.
 //
-//	h := waiter.Start(ctx, refs, health.WaitOptions{Timeout: 5 * time.Minute, OnDone: notify})
+//	waiter, err := health.NewWaiter(restConfig, health.WaiterOptions{}) // once
+//	h := waiter.Start(ctx, refs, health.WaitOptions{Timeout: 5 * time.Minute, Checker: checker, OnDone: notify})
 //	...
 //	h.Cancel()
 //

@@ -20,8 +20,6 @@ import (
 
 // WaiterOptions configures a Waiter. The zero value works.
 type WaiterOptions struct {
-	// Checker decides each object's status. Default: nil, kstatus only.
-	Checker *Checker
 	// Mapper maps kinds to resources. Default: a discovery-backed mapper
 	// of the rest.Config.
 	Mapper meta.RESTMapper
@@ -31,11 +29,12 @@ type WaiterOptions struct {
 // resource and namespace, or per object when it is alone in its namespace)
 // and recomputes an object's status only when the API server reports a
 // change, instead of polling each object. It never writes objects and is
-// safe for concurrent use.
+// safe for concurrent use: one Waiter, with its HTTP client, dynamic client
+// and REST mapper, serves every wait of a process, each wait with its own
+// Checker.
 type Waiter struct {
-	dyn     dynamic.Interface
-	mapper  meta.RESTMapper
-	checker *Checker
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
 }
 
 // NewWaiter returns a Waiter on the API server of cfg.
@@ -58,13 +57,15 @@ func NewWaiter(cfg *rest.Config, opts WaiterOptions) (*Waiter, error) {
 			return nil, fmt.Errorf("creating the REST mapper: %w", err)
 		}
 	}
-	return &Waiter{dyn: dyn, mapper: mapper, checker: opts.Checker}, nil
+	return &Waiter{dyn: dyn, mapper: mapper}, nil
 }
 
 // WaitOptions configures one wait. The zero value works.
 type WaitOptions struct {
 	// Timeout bounds the wait. Default: 5 minutes.
 	Timeout time.Duration
+	// Checker decides each object's status. Default: nil, kstatus only.
+	Checker *Checker
 	// FailFast ends the wait as soon as one object is Failed. Default:
 	// false, a Failed object may still recover until the timeout.
 	FailFast bool
@@ -99,7 +100,7 @@ func (w *Waiter) Start(ctx context.Context, refs []ObjectRef, opts WaitOptions) 
 		done:     make(chan struct{}),
 		statuses: make(map[objectKey]*ObjectStatus, len(refs)),
 		opts:     opts,
-		checker:  w.checker,
+		checker:  opts.Checker,
 		allDone:  make(chan struct{}),
 	}
 	for _, r := range refs {

@@ -161,7 +161,7 @@ func TestWaiterCELTurnsCustomResourceCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := ObjectRef{Group: "health.example.com", Version: "v1", Kind: "Widget", Namespace: ns, Name: "w"}
-	h := newWaiter(t, WaiterOptions{Checker: checker}).Start(ctx, []ObjectRef{ref}, WaitOptions{Timeout: time.Minute})
+	h := newWaiter(t, WaiterOptions{}).Start(ctx, []ObjectRef{ref}, WaitOptions{Timeout: time.Minute, Checker: checker})
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		s, _ := h.Report().Status(ref)
 		return s.Status == InProgress, nil
@@ -234,5 +234,44 @@ func TestWaiterEmptySetIsReady(t *testing.T) {
 	report, err := newWaiter(t, WaiterOptions{}).Wait(testContext(t), nil, WaitOptions{})
 	if err != nil || !report.Ready() {
 		t.Fatal(report, err)
+	}
+}
+
+// TestWaiterChecksEachWaitWithItsChecker runs two waits on one Waiter for
+// the same object at once: the one whose Checker reads the phase ends
+// Current, the one with kstatus alone sees the object InProgress.
+func TestWaiterChecksEachWaitWithItsChecker(t *testing.T) {
+	ctx, ns := testContext(t), cp.Namespace(t)
+	installWidgetCRD(t, ctx)
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "health.example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": ns},
+	}}
+	if err := cp.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	w.Object["status"] = map[string]any{
+		"phase":      "Running",
+		"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "Waiting"}},
+	}
+	if err := cp.Client.Status().Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	checker, err := NewChecker([]Expr{{APIVersion: "health.example.com/v1", Kind: "Widget", Current: "status.phase == 'Running'"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := ObjectRef{Group: "health.example.com", Version: "v1", Kind: "Widget", Namespace: ns, Name: "w"}
+	waiter := newWaiter(t, WaiterOptions{})
+	plain := waiter.Start(ctx, []ObjectRef{ref}, WaitOptions{Timeout: 2 * time.Second})
+	checked := waiter.Start(ctx, []ObjectRef{ref}, WaitOptions{Timeout: time.Minute, Checker: checker})
+	<-checked.Done()
+	if report, err := checked.Result(); err != nil {
+		t.Fatalf("with the checker: %v\n%s", err, report)
+	}
+	<-plain.Done()
+	report, err := plain.Result()
+	if s, _ := report.Status(ref); !errors.Is(err, ErrTimeout) || s.Status != InProgress {
+		t.Fatalf("kstatus alone: %v, %+v", err, s)
 	}
 }

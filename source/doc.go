@@ -5,7 +5,9 @@
 //
 // Fetchers live in subpackages named for what they wrap: source/git and
 // source/oci. source/generate composes new artifacts from several sources.
-// Nothing here knows about Kustomizations or Helm.
+// Nothing here knows about Kustomizations or HelmReleases; ChartName and
+// Repack know where a Helm chart keeps its Chart.yaml, to re-pack a chart
+// copied to an artifact's root the way Helm loads it.
 //
 // A typical cycle, under the object's lock:
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/source/oci"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,8 +46,8 @@ func TestMissingChartOrVersion(t *testing.T) {
 	m := newManager(t, helm.Options{})
 	rel := helm.Release{Name: "missing", Namespace: ns}
 	for _, c := range []helm.Chart{
-		{Ref: "oci://" + reg.Host() + "/charts/demo", Version: "9.9.9", PlainHTTP: true},
-		{Ref: "oci://" + reg.Host() + "/charts/nope:0.1.0", PlainHTTP: true},
+		{Ref: "oci://" + reg.Host() + "/charts/demo", Version: "9.9.9", Registry: oci.Registry{PlainHTTP: true}},
+		{Ref: "oci://" + reg.Host() + "/charts/nope:0.1.0", Registry: oci.Registry{PlainHTTP: true}},
 		{Path: "/nonexistent/demo-0.1.0.tgz"},
 	} {
 		_, err := m.Install(ctx, rel, helm.InstallOptions{Spec: helm.Spec{Chart: c}})

@@ -3,7 +3,6 @@ package helm
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,14 +11,11 @@ import (
 	"strings"
 	"sync"
 
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	"oras.land/oras-go/v2/content"
-	"oras.land/oras-go/v2/errdef"
-	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
-	"oras.land/oras-go/v2/registry/remote/retry"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/oci"
 )
 
 // Media types of a Helm chart in an OCI registry.
@@ -42,11 +38,9 @@ type Chart struct {
 	// Version is the tag to pull when Ref has none. A SemVer "+" is
 	// written as "_" as Helm does. Default: the tag in Ref, else required.
 	Version string
-	// PlainHTTP talks to the registry over HTTP. Default: HTTPS.
-	PlainHTTP bool
-	// Username and Password are basic credentials for the registry.
-	// Default: anonymous.
-	Username, Password string
+	// Registry is how Ref is pulled: credentials, plain HTTP, TLS and
+	// proxy, as for an OCIRepository. Default: anonymous HTTPS.
+	Registry oci.Registry
 }
 
 func (c Chart) String() string {
@@ -199,62 +193,55 @@ func readFile(path string) ([]byte, error) {
 	return b, nil
 }
 
+// pullChart pulls a registry chart through source/oci. The manifest digest
+// is resolved on every call; the chart layer is pulled only when no chart
+// of that digest is cached.
 func (m *Manager) pullChart(ctx context.Context, c Chart) ([]byte, string, error) {
 	ref := strings.TrimPrefix(c.Ref, "oci://")
 	if ref == c.Ref {
 		return nil, "", fmt.Errorf("chart reference %q is not oci://", c.Ref)
 	}
-	repoRef, tag := splitRef(ref)
+	repoURL, tag := splitRef(ref)
 	if tag == "" {
 		tag = strings.ReplaceAll(c.Version, "+", "_")
 	}
 	if tag == "" {
 		return nil, "", fmt.Errorf("chart reference %s has no tag or digest and Chart.Version is empty", c.Ref)
 	}
-	repo, err := remote.NewRepository(repoRef)
-	if err != nil {
-		return nil, "", fmt.Errorf("chart reference %s: %w", c.Ref, err)
+	opts := oci.Options{
+		Registry: c.Registry,
+		Ref:      oci.Ref{Tag: tag},
+		Layer:    oci.LayerSelector{MediaType: chartLayerMediaType},
+		MaxSize:  maxChartSize,
 	}
-	repo.PlainHTTP = c.PlainHTTP
-	cl := &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache()}
-	if c.Username != "" {
-		cl.Credential = auth.StaticCredential(repo.Reference.Registry, auth.Credential{Username: c.Username, Password: c.Password})
+	if strings.Contains(tag, ":") { // a tag has no ":", a digest is algorithm:hex
+		opts.Ref = oci.Ref{Digest: tag}
 	}
-	repo.Client = cl
-	desc, mbytes, err := repo.FetchReference(ctx, tag)
-	if errors.Is(err, errdef.ErrNotFound) {
-		return nil, "", fmt.Errorf("%w: %s", ErrChartNotFound, c)
+	rev, err := oci.Resolve(ctx, repoURL, opts)
+	if errors.Is(err, source.ErrRefNotFound) {
+		return nil, "", fmt.Errorf("%w: %s: %w", ErrChartNotFound, c, err)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("resolving %s: %w", c, err)
 	}
-	defer mbytes.Close()
-	if b, ok := m.charts.get(desc.Digest.String()); ok {
-		return b, desc.Digest.String(), nil
+	if b, ok := m.charts.get(rev.Digest); ok {
+		return b, rev.Digest, nil
 	}
-	manifest, err := content.ReadAll(mbytes, desc)
-	if err != nil {
-		return nil, "", fmt.Errorf("reading manifest of %s: %w", c, err)
+	b, _, err := oci.ReadRevision(ctx, repoURL, rev.String, opts)
+	if errors.Is(err, oci.ErrLayerNotFound) {
+		opts.Layer.MediaType = legacyChartLayerMediaType
+		b, _, err = oci.ReadRevision(ctx, repoURL, rev.String, opts)
 	}
-	var man ocispec.Manifest
-	if err := json.Unmarshal(manifest, &man); err != nil {
-		return nil, "", fmt.Errorf("decoding manifest of %s: %w", c, err)
+	switch {
+	case errors.Is(err, oci.ErrLayerNotFound):
+		return nil, "", fmt.Errorf("%s is not a Helm chart: no layer of type %s", c, chartLayerMediaType)
+	case errors.Is(err, source.ErrTooLarge):
+		return nil, "", fmt.Errorf("chart %s is larger than %d bytes: %w", c, maxChartSize, err)
+	case err != nil:
+		return nil, "", fmt.Errorf("pulling %s: %w", c, err)
 	}
-	for _, l := range man.Layers {
-		if l.MediaType != chartLayerMediaType && l.MediaType != legacyChartLayerMediaType {
-			continue
-		}
-		if l.Size > maxChartSize {
-			return nil, "", fmt.Errorf("chart %s is larger than %d bytes", c, maxChartSize)
-		}
-		b, err := content.FetchAll(ctx, repo, l)
-		if err != nil {
-			return nil, "", fmt.Errorf("pulling %s: %w", c, err)
-		}
-		m.charts.put(desc.Digest.String(), b)
-		return b, desc.Digest.String(), nil
-	}
-	return nil, "", fmt.Errorf("%s is not a Helm chart: no layer of type %s", c, chartLayerMediaType)
+	m.charts.put(rev.Digest, b)
+	return b, rev.Digest, nil
 }
 
 // splitRef splits host/repo:tag or host/repo@digest into repository and

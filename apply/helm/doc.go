@@ -29,8 +29,10 @@
 // # Charts and values
 //
 // A Chart is a .tgz path (an artifact of the source store) or an OCI
-// reference pulled with oras-go (plain HTTP on request; pulls are cached
-// by manifest digest). Values are layers deep-merged by MergeValues, later
+// reference pulled by source/oci, the process's one OCI client, with the
+// credentials, plain HTTP, TLS and proxy of Chart.Registry; the reference
+// is resolved on every call and a chart is pulled once per manifest
+// digest. Values are layers deep-merged by MergeValues, later
 // layers winning, and Helm merges them over the chart's defaults. A digest
 // of the chart archive and the merged values is recorded on each revision
 // (LabelDigest): a deployed revision with the desired digest is up to date
@@ -44,6 +46,19 @@
 // (default: the release namespace), keeping DefaultMaxHistory revisions.
 // With Release.ServiceAccount every request, storage included, impersonates
 // that ServiceAccount.
+//
+// # API requests
+//
+// An action makes only the API requests it needs. Measured on 1,000 small
+// releases, Helm's defaults cost 23 requests per release: six lists of the
+// release's Secrets, discovery (/api, /apis and /version, twice) because
+// every action invalidates the discovery cache, and a watch per kind to
+// wait for objects that are ready the moment they exist. Each saving keeps
+// Helm's semantics: the releases of one identity share a discovery cache
+// that an action invalidates at most once per few seconds, an action reads
+// the release's revisions once and answers Helm's repeated history queries
+// from memory, and a wait skips the objects kstatus reports Current as
+// soon as they exist and watches the others with package health's Waiter.
 //
 // # Concurrency
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/internal/testenv"
+	"github.com/cozystack/cozy-aio/source/oci"
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -85,7 +86,7 @@ func chartTgz(t testing.TB, name string) string {
 }
 
 func ociChart(name string) helm.Chart {
-	return helm.Chart{Ref: "oci://" + reg.Host() + "/charts/" + name, Version: "0.1.0", PlainHTTP: true}
+	return helm.Chart{Ref: "oci://" + reg.Host() + "/charts/" + name, Version: "0.1.0", Registry: oci.Registry{PlainHTTP: true}}
 }
 
 func newManager(t testing.TB, opts helm.Options) *helm.Manager {

@@ -76,6 +76,15 @@ type Options struct {
 	Observe func(Event)
 	// Logger receives Helm's logs. Default: discarded.
 	Logger *slog.Logger
+	// Waiter serves the kstatus waits of releases (Spec.Wait), so that an
+	// engine runs one Waiter for its releases and its other waits. It must
+	// reach the API server as the rest.Config given to New does.
+	// Default: a Waiter of that rest.Config.
+	Waiter *health.Waiter
+	// Now returns the current time, which Reconcile records on failures
+	// and measures retry intervals by (State.LastFailure, Next.After).
+	// Default: time.Now.
+	Now func() time.Time
 }
 
 // Manager runs Helm actions in-process. It is safe for concurrent use:
@@ -114,13 +123,19 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if opts.Holder.Start.IsZero() {
 		opts.Holder.Start = time.Now()
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	hw, err := health.NewWaiter(cfg, health.WaiterOptions{})
-	if err != nil {
-		return nil, err
+	hw := opts.Waiter
+	if hw == nil {
+		var err error
+		if hw, err = health.NewWaiter(cfg, health.WaiterOptions{}); err != nil {
+			return nil, err
+		}
 	}
 	return &Manager{
 		cfg:     rest.CopyConfig(cfg),

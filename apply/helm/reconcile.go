@@ -3,7 +3,6 @@ package helm
 import (
 	"context"
 	"errors"
-	"time"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 )
@@ -107,7 +106,7 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
 		return s.reconcileDrift(o.Drift, out)
 	}
-	now := time.Now()
+	now := s.m.opts.Now()
 	if ok, next := Admit(out.State, a, pol, now); !ok {
 		out.Next = next
 		return nil

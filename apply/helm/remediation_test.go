@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
 
@@ -63,7 +65,8 @@ func TestRemediateOnFailureRetriesThenRollsBack(t *testing.T) {
 func TestRetryOnFailureRetriesAtItsInterval(t *testing.T) {
 	ctx := testContext(t)
 	ns := cp.Namespace(t)
-	m := newManager(t, helm.Options{})
+	clock := clocktesting.NewFakePassiveClock(time.Now())
+	m := newManager(t, helm.Options{Now: clock.Now})
 	rel := helm.Release{Name: "retry", Namespace: ns}
 	iv := 2 * time.Second
 	opts := helm.ReconcileOptions{
@@ -83,7 +86,7 @@ func TestRetryOnFailureRetriesAtItsInterval(t *testing.T) {
 	if err != nil || len(early.Steps) != 0 || early.Next.Kind != helm.NextRetry || early.Next.After <= 0 || early.Next.After > iv {
 		t.Fatalf("early reconcile: %+v %v", early, err)
 	}
-	time.Sleep(out.Next.After)
+	clock.SetTime(clock.Now().Add(out.Next.After))
 	again, err := m.Reconcile(ctx, rel, opts, out.State)
 	mustContain(t, err, "helm install "+ns+"/retry")
 	if again.State.InstallFailures != 2 || len(again.Steps) != 1 || again.Steps[0].Action != helm.ActionInstall {

@@ -17,6 +17,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
+	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/cozystack/cozy-aio/source"
 )
@@ -25,37 +26,59 @@ import (
 var ErrLayerNotFound = errors.New("no layer matches the selector")
 
 // repository opens an oras-go client for url ("oci://host/repo" or
-// "host/repo") with the options' transport and credentials.
-func repository(repoURL string, opts Options) (*remote.Repository, error) {
+// "host/repo") with the registry's transport and credentials.
+func repository(repoURL string, reg Registry) (*remote.Repository, error) {
 	ref := strings.TrimPrefix(repoURL, "oci://")
 	repo, err := remote.NewRepository(ref)
 	if err != nil {
 		return nil, fmt.Errorf("oci %s: %w", repoURL, err)
 	}
-	repo.PlainHTTP = opts.Insecure
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if opts.TLSConfig != nil {
-		tr.TLSClientConfig = opts.TLSConfig.Clone()
+	repo.PlainHTTP = reg.PlainHTTP
+	tr, err := reg.transport()
+	if err != nil {
+		return nil, err
 	}
-	if opts.ProxyURL != "" {
-		pu, err := url.Parse(opts.ProxyURL)
+	creds, err := parseDockerConfig(reg.DockerConfigJSON)
+	if err != nil {
+		return nil, fmt.Errorf("oci %s: %w", repoURL, err)
+	}
+	basic := auth.StaticCredential(repo.Reference.Registry, auth.Credential{Username: reg.Username, Password: reg.Password})
+	repo.Client = &auth.Client{
+		Client: &http.Client{Transport: tr},
+		Cache:  auth.NewCache(),
+		Credential: func(ctx context.Context, host string) (auth.Credential, error) {
+			if reg.Username != "" {
+				if c, _ := basic(ctx, host); c != auth.EmptyCredential {
+					return c, nil
+				}
+			}
+			return creds[host], nil
+		},
+	}
+	return repo, nil
+}
+
+// sharedTransport serves every registry without a TLS config or a proxy
+// of its own, so that pulls reuse connections. Like every transport here,
+// it retries what oras-go deems transient (timeouts, 429, 5xx).
+var sharedTransport = retry.NewTransport(http.DefaultTransport.(*http.Transport).Clone())
+
+func (reg Registry) transport() (http.RoundTripper, error) {
+	if reg.TLSConfig == nil && reg.ProxyURL == "" {
+		return sharedTransport, nil
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if reg.TLSConfig != nil {
+		tr.TLSClientConfig = reg.TLSConfig.Clone()
+	}
+	if reg.ProxyURL != "" {
+		pu, err := url.Parse(reg.ProxyURL)
 		if err != nil {
 			return nil, fmt.Errorf("proxy URL: %w", err)
 		}
 		tr.Proxy = http.ProxyURL(pu)
 	}
-	creds, err := parseDockerConfig(opts.DockerConfigJSON)
-	if err != nil {
-		return nil, fmt.Errorf("oci %s: %w", repoURL, err)
-	}
-	repo.Client = &auth.Client{
-		Client: &http.Client{Transport: tr},
-		Cache:  auth.NewCache(),
-		Credential: func(_ context.Context, host string) (auth.Credential, error) {
-			return creds[host], nil
-		},
-	}
-	return repo, nil
+	return retry.NewTransport(tr), nil
 }
 
 // parseDockerConfig reads the "auths" of a docker config.json into

@@ -24,9 +24,11 @@ func ExampleFetch() {
 	obj := source.Object{Kind: "OCIRepository", Namespace: "flux-system", Name: "podinfo"}
 
 	res, err := oci.Fetch(ctx, store, obj, "oci://"+reg.Host()+"/apps/podinfo", oci.Options{
-		Ref:              oci.Ref{SemVer: "~1.2"},
-		DockerConfigJSON: reg.DockerConfigJSON(),
-		Insecure:         true, // the test registry speaks plain HTTP
+		Registry: oci.Registry{
+			DockerConfigJSON: reg.DockerConfigJSON(),
+			PlainHTTP:        true, // the test registry speaks plain HTTP
+		},
+		Ref: oci.Ref{SemVer: "~1.2"},
 	})
 	if err != nil {
 		panic(err)
@@ -42,4 +44,32 @@ func ExampleFetch() {
 	// true
 	// v1.2.0@sha256
 	// kind: Deployment
+}
+
+// A Helm chart is read into memory: Resolve pins the manifest, and
+// ReadRevision returns the chart layer of exactly that manifest.
+func ExampleReadRevision() {
+	ctx := context.Background()
+	reg, _ := testenv.StartRegistry(testenv.RegistryOptions{})
+	defer reg.Close()
+	_, _ = reg.PushChart(ctx, "charts/demo", map[string]string{"Chart.yaml": "apiVersion: v2\nname: demo\nversion: 0.1.0\n"})
+
+	url := "oci://" + reg.Host() + "/charts/demo"
+	opts := oci.Options{
+		Registry: oci.Registry{PlainHTTP: true}, // the test registry speaks plain HTTP
+		Ref:      oci.Ref{Tag: "0.1.0"},
+		Layer:    oci.LayerSelector{MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip"},
+		MaxSize:  64 << 20,
+	}
+	rev, err := oci.Resolve(ctx, url, opts)
+	if err != nil {
+		panic(err)
+	}
+	chart, res, err := oci.ReadRevision(ctx, url, rev.String, opts)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(strings.SplitN(res.Revision.String, ":", 2)[0], int64(len(chart)) == res.Layer.Size)
+	// Output:
+	// 0.1.0@sha256 true
 }

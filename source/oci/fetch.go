@@ -39,7 +39,7 @@ type Result struct {
 func Pull(ctx context.Context, repoURL, dir string, opts Options) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	repo, err := repository(repoURL, opts)
+	repo, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return Result{}, err
 	}
@@ -47,7 +47,7 @@ func Pull(ctx context.Context, repoURL, dir string, opts Options) (Result, error
 	if err != nil {
 		return Result{}, err
 	}
-	return pull(ctx, repo, repoURL, rev, opts, func(r io.Reader) error {
+	return pull(ctx, repo, repoURL, rev, opts.Layer, -1, func(r io.Reader) error {
 		return source.Extract(ctx, r, dir, source.ExtractOptions{MaxSize: opts.MaxSize})
 	})
 }
@@ -60,7 +60,7 @@ func Pull(ctx context.Context, repoURL, dir string, opts Options) (Result, error
 func Fetch(ctx context.Context, store *source.Store, obj source.Object, repoURL string, opts Options) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	repo, err := repository(repoURL, opts)
+	repo, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
@@ -87,11 +87,39 @@ func FetchRevision(ctx context.Context, store *source.Store, obj source.Object, 
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: oci %s: %w", obj, repoURL, err)
 	}
-	repo, err := repository(repoURL, opts)
+	repo, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
 	return storeLayer(ctx, store, obj, repo, repoURL, rev, opts)
+}
+
+// ReadRevision returns the content of the selected layer of the manifest
+// that revision pins ("<tag>@sha256:<hex>" or "sha256:<hex>", as Resolve
+// and Fetch return it), verified against its digest, for content a caller
+// keeps in memory, such as a Helm chart. A layer larger than opts.MaxSize
+// is refused before it is pulled (source.ErrTooLarge). opts.Ref,
+// opts.LastRevision, opts.Ignore and opts.Layer.Operation are not used.
+func ReadRevision(ctx context.Context, repoURL, revision string, opts Options) ([]byte, Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
+	defer cancel()
+	rev, err := parseRevision(revision)
+	if err != nil {
+		return nil, Result{}, fmt.Errorf("oci %s: %w", repoURL, err)
+	}
+	repo, err := repository(repoURL, opts.Registry)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	var b []byte
+	res, err := pull(ctx, repo, repoURL, rev, opts.Layer, opts.maxSize(), func(r io.Reader) error {
+		b, err = io.ReadAll(r)
+		return err
+	})
+	if err != nil {
+		return nil, Result{}, err
+	}
+	return b, res, nil
 }
 
 // storeLayer pulls the selected layer of the manifest rev pins and stores it as
@@ -101,7 +129,7 @@ func storeLayer(ctx context.Context, store *source.Store, obj source.Object, rep
 	var res Result
 	var err error
 	if opts.Layer.Operation == Copy {
-		res, err = pull(ctx, repo, repoURL, rev, opts, func(r io.Reader) error {
+		res, err = pull(ctx, repo, repoURL, rev, opts.Layer, -1, func(r io.Reader) error {
 			a, err = store.Put(ctx, obj, rev.String, r)
 			return err
 		})
@@ -122,7 +150,7 @@ func pullArchive(ctx context.Context, store *source.Store, obj source.Object, re
 		return source.Artifact{}, Result{}, err
 	}
 	defer os.RemoveAll(tmp)
-	res, err := pull(ctx, repo, repoURL, rev, opts, func(r io.Reader) error {
+	res, err := pull(ctx, repo, repoURL, rev, opts.Layer, -1, func(r io.Reader) error {
 		return source.Extract(ctx, r, tmp, source.ExtractOptions{MaxSize: opts.MaxSize})
 	})
 	if err != nil {
@@ -133,10 +161,11 @@ func pullArchive(ctx context.Context, store *source.Store, obj source.Object, re
 }
 
 // pull reads the manifest pinned to rev.Digest, verifying it, selects the
-// layer and hands its content to sink. The sink sees a reader that fails
-// instead of ending when the layer does not match its digest, and pull
-// drains what the sink left unread so that the check always runs.
-func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revision, opts Options, sink func(io.Reader) error) (Result, error) {
+// layer and hands its content to sink. It refuses a layer larger than
+// maxLayer (negative: no limit) before pulling it. The sink sees a reader
+// that fails instead of ending when the layer does not match its digest,
+// and pull drains what the sink left unread so that the check always runs.
+func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revision, sel LayerSelector, maxLayer int64, sink func(io.Reader) error) (Result, error) {
 	mdesc, rc, err := repo.FetchReference(ctx, rev.Digest)
 	if err != nil {
 		return Result{}, classify(ctx, repoURL, err)
@@ -153,9 +182,12 @@ func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revi
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return Result{}, fmt.Errorf("oci %s: manifest %s: %w", repoURL, rev.Digest, err)
 	}
-	layer, err := selectLayer(m, opts.Layer)
+	layer, err := selectLayer(m, sel)
 	if err != nil {
 		return Result{}, fmt.Errorf("oci %s: manifest %s: %w", repoURL, rev.Digest, err)
+	}
+	if maxLayer >= 0 && layer.Size > maxLayer {
+		return Result{}, fmt.Errorf("oci %s: layer %s: %w: %d bytes, more than %d", repoURL, layer.Digest, source.ErrTooLarge, layer.Size, maxLayer)
 	}
 	blob, err := repo.Fetch(ctx, layer)
 	if err != nil {

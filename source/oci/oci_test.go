@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/cozystack/cozy-aio/internal/testenv"
@@ -56,7 +57,7 @@ func setup(t *testing.T) *fixture {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	f.opts = oci.Options{DockerConfigJSON: reg.DockerConfigJSON(), Insecure: true}
+	f.opts = oci.Options{Registry: oci.Registry{DockerConfigJSON: reg.DockerConfigJSON(), PlainHTTP: true}}
 	return f
 }
 
@@ -172,7 +173,7 @@ func TestFetchErrors(t *testing.T) {
 	}
 	wrong := f.opts
 	wrong.DockerConfigJSON = []byte(`{"auths":{"` + f.reg.Host() + `":{"auth":"` + "Zmx1eDpub3Bl" + `"}}}`) // flux:nope
-	anon := oci.Options{Insecure: true}
+	anon := oci.Options{Registry: oci.Registry{PlainHTTP: true}}
 	with := func(o oci.Options, ref oci.Ref) oci.Options { o.Ref = ref; return o }
 	cases := []struct {
 		name string
@@ -182,14 +183,14 @@ func TestFetchErrors(t *testing.T) {
 	}{
 		{"wrong credentials", f.url, with(wrong, oci.Ref{Tag: "v1.0.0"}), source.ErrAuth},
 		{"no credentials", f.url, with(anon, oci.Ref{Tag: "v1.0.0"}), source.ErrAuth},
-		{"malformed docker config", f.url, oci.Options{DockerConfigJSON: []byte("{"), Insecure: true}, source.ErrAuth},
+		{"malformed docker config", f.url, oci.Options{Registry: oci.Registry{DockerConfigJSON: []byte("{"), PlainHTTP: true}}, source.ErrAuth},
 		{"missing tag", f.url, with(f.opts, oci.Ref{Tag: "v9"}), source.ErrRefNotFound},
 		{"missing digest", f.url, with(f.opts, oci.Ref{Digest: "sha256:" + strings.Repeat("1", 64)}), source.ErrRefNotFound},
 		{"malformed digest", f.url, with(f.opts, oci.Ref{Digest: "sha256:xyz"}), source.ErrRefNotFound},
 		{"missing repository", "oci://" + f.reg.Host() + "/nope", with(f.opts, oci.Ref{Tag: "v1"}), source.ErrRefNotFound},
 		{"empty semver match", f.url, with(f.opts, oci.Ref{SemVer: ">=3.0.0"}), source.ErrNoSemverMatch},
 		{"unreachable host", "oci://127.0.0.1:1/manifests", with(f.opts, oci.Ref{Tag: "v1"}), source.ErrUnreachable},
-		{"https to a plain HTTP registry", f.url, oci.Options{DockerConfigJSON: f.opts.DockerConfigJSON}, source.ErrUnreachable},
+		{"https to a plain HTTP registry", f.url, oci.Options{Registry: oci.Registry{DockerConfigJSON: f.opts.DockerConfigJSON}}, source.ErrUnreachable},
 		{"tar-slip layer", "oci://" + f.reg.Host() + "/evil", with(f.opts, oci.Ref{Tag: "v1"}), source.ErrPathTraversal},
 	}
 	for _, tc := range cases {
@@ -263,8 +264,8 @@ func TestFetchTLS(t *testing.T) {
 	host := strings.TrimPrefix(front.URL, "https://")
 	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
 	opts := oci.Options{
-		Ref:              oci.Ref{Tag: "v1.0.0"},
-		DockerConfigJSON: []byte(`{"auths":{"` + host + `":{"username":"flux","password":"s3cret"}}}`),
+		Registry: oci.Registry{DockerConfigJSON: []byte(`{"auths":{"` + host + `":{"username":"flux","password":"s3cret"}}}`)},
+		Ref:      oci.Ref{Tag: "v1.0.0"},
 	}
 	if _, err := oci.Fetch(context.Background(), st, obj, "oci://"+host+"/manifests", opts); !errors.Is(err, source.ErrUnreachable) {
 		t.Fatalf("self-signed without TLS config: %v", err)
@@ -340,5 +341,58 @@ func TestFetchRevisionErrors(t *testing.T) {
 		if _, err := oci.FetchRevision(context.Background(), st, obj, f.url, rev, f.opts); !errors.Is(err, source.ErrRefNotFound) {
 			t.Errorf("revision %q: got %v, want ErrRefNotFound", rev, err)
 		}
+	}
+}
+
+func TestReadRevision(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	chartURL := "oci://" + f.reg.Host() + "/charts/podinfo"
+	opts := f.opts
+	opts.Ref = oci.Ref{Tag: "6.5.0_build.1"} // Helm writes a SemVer "+" as "_"
+	opts.Layer = oci.LayerSelector{MediaType: testenv.HelmChartMediaType}
+	rev, err := oci.Resolve(ctx, chartURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, res, err := oci.ReadRevision(ctx, chartURL, rev.String, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Revision.Digest != f.chart.Digest.String() || res.Layer.MediaType != testenv.HelmChartMediaType ||
+		int64(len(b)) != res.Layer.Size || digest.FromBytes(b) != res.Layer.Digest {
+		t.Fatalf("read %d bytes, %+v", len(b), res)
+	}
+	// Basic credentials for the repository's registry win over the docker
+	// config.
+	basic := opts
+	basic.DockerConfigJSON = []byte(`{"auths":{"` + f.reg.Host() + `":{"username":"flux","password":"nope"}}}`)
+	basic.Username, basic.Password = "flux", "s3cret"
+	if _, _, err := oci.ReadRevision(ctx, chartURL, rev.String, basic); err != nil {
+		t.Fatalf("basic credentials: %v", err)
+	}
+	basic.Password = "nope"
+	if _, _, err := oci.ReadRevision(ctx, chartURL, rev.String, basic); !errors.Is(err, source.ErrAuth) {
+		t.Fatalf("wrong basic credentials: got %v, want ErrAuth", err)
+	}
+
+	small := opts
+	small.MaxSize = res.Layer.Size - 1
+	if _, _, err := oci.ReadRevision(ctx, chartURL, rev.String, small); !errors.Is(err, source.ErrTooLarge) {
+		t.Fatalf("over MaxSize: got %v, want ErrTooLarge", err)
+	}
+	other := opts
+	other.Layer.MediaType = "application/vnd.example.none"
+	if _, _, err := oci.ReadRevision(ctx, chartURL, rev.String, other); !errors.Is(err, oci.ErrLayerNotFound) {
+		t.Fatalf("no such layer: got %v, want ErrLayerNotFound", err)
+	}
+	host := tamperingProxy(t, f.reg, "/blobs/")
+	tampered := opts
+	tampered.DockerConfigJSON = []byte(`{"auths":{"` + host + `":{"username":"flux","password":"s3cret"}}}`)
+	if _, _, err := oci.ReadRevision(ctx, "oci://"+host+"/charts/podinfo", rev.String, tampered); !errors.Is(err, source.ErrDigestMismatch) {
+		t.Fatalf("tampered layer: got %v, want ErrDigestMismatch", err)
+	}
+	if _, _, err := oci.ReadRevision(ctx, chartURL, "6.5.0", opts); !errors.Is(err, source.ErrRefNotFound) {
+		t.Fatalf("revision without digest: got %v, want ErrRefNotFound", err)
 	}
 }

@@ -3,6 +3,8 @@ package oci
 import (
 	"crypto/tls"
 	"time"
+
+	"github.com/cozystack/cozy-aio/source"
 )
 
 // Ref selects the manifest. Digest wins over SemVer, which wins over Tag,
@@ -37,25 +39,37 @@ type LayerSelector struct {
 	Operation Operation
 }
 
-// Options configures Resolve, Pull and Fetch. The zero value pulls the tag
-// "latest" anonymously over HTTPS and extracts its first layer.
-type Options struct {
-	// Ref selects the manifest. Default: tag "latest".
-	Ref Ref
-	// Layer selects the layer and the operation. Default: first layer,
-	// extracted.
-	Layer LayerSelector
+// Registry says how to reach a registry and sign in to it. The zero value
+// is anonymous HTTPS with the system roots and the environment's proxy.
+type Registry struct {
 	// DockerConfigJSON is a docker config.json ({"auths": {...}}), as in a
 	// kubernetes.io/dockerconfigjson Secret. Default: anonymous.
 	DockerConfigJSON []byte
-	// Insecure allows plain HTTP, for local registries. Default: HTTPS only.
-	Insecure bool
+	// Username and Password are basic credentials for the repository's
+	// registry, where they win over DockerConfigJSON. Default: none.
+	Username, Password string
+	// PlainHTTP talks to the registry over HTTP, for local registries
+	// (Flux's spec.insecure). Default: HTTPS only.
+	PlainHTTP bool
 	// TLSConfig customises HTTPS (CA bundle, client certificates,
 	// InsecureSkipVerify). Default: the system roots.
 	TLSConfig *tls.Config
 	// ProxyURL is an HTTP(S) proxy. Default: the HTTPS_PROXY/HTTP_PROXY
 	// environment.
 	ProxyURL string
+}
+
+// Options configures Resolve, Pull, Fetch, FetchRevision and ReadRevision.
+// The zero value pulls the tag "latest" anonymously over HTTPS and
+// extracts its first layer.
+type Options struct {
+	// Registry is how to reach the registry. Default: anonymous HTTPS.
+	Registry
+	// Ref selects the manifest. Default: tag "latest".
+	Ref Ref
+	// Layer selects the layer and the operation. Default: first layer,
+	// extracted.
+	Layer LayerSelector
 	// Timeout bounds the whole operation. Default: 60s.
 	Timeout time.Duration
 	// LastRevision is the revision of the artifact the caller holds. Fetch
@@ -66,8 +80,9 @@ type Options struct {
 	// Ignore holds extra .gitignore-syntax patterns applied when the
 	// layer is extracted. Default: none.
 	Ignore []string
-	// MaxSize limits what an extracted layer may unpack to. Default:
-	// source.DefaultMaxSize.
+	// MaxSize limits what an extracted layer may unpack to, and the layer
+	// ReadRevision reads. Default: source.DefaultMaxSize; negative: no
+	// limit.
 	MaxSize int64
 }
 
@@ -76,4 +91,11 @@ func (o Options) timeout() time.Duration {
 		return 60 * time.Second
 	}
 	return o.Timeout
+}
+
+func (o Options) maxSize() int64 {
+	if o.MaxSize == 0 {
+		return source.DefaultMaxSize
+	}
+	return o.MaxSize
 }

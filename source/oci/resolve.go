@@ -28,7 +28,7 @@ type Revision struct {
 func Resolve(ctx context.Context, repoURL string, opts Options) (Revision, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	repo, err := repository(repoURL, opts)
+	repo, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return Revision{}, err
 	}

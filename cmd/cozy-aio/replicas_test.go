@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+// TestSIGKILLOfShardOwnerMidInstall runs two replicas of the binary, kills
+// the one installing a release (its Helm action waits for a Deployment)
+// with SIGKILL, and checks that the other takes the shard once the Leases
+// expire, recovers the pending revision and ends with the release
+// deployed: nothing is left pending-install, and the survivor wrote the
+// deployed revision.
+func TestSIGKILLOfShardOwnerMidInstall(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cozy-aio")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	kubeconfig := writeKubeconfig(t, dir)
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if _, err := reg.PushChart(ctx, "charts/slow", map[string]string{
+		"Chart.yaml":                "apiVersion: v2\nname: slow\nversion: 1.0.0\n",
+		"templates/deployment.yaml": slowChartDeployment,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cp.Config, client.Options{Scheme: engine.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := cp.Namespace(t)
+	lease := [3]time.Duration{3 * time.Second, 2 * time.Second, 500 * time.Millisecond}
+	procs := map[string]*proc{}
+	for _, id := range []string{"node-1", "node-2"} {
+		procs[id] = startReplicaProc(t, bin, kubeconfig, dir, ns, id, lease)
+	}
+	all := []*proc{procs["node-1"], procs["node-2"]}
+	waitUntil(t, "both replicas owning shards", 2*time.Minute, func() bool {
+		o, leader := owners(all...)
+		return leader != "" && len(o) == 4 && len(uniq(mapValues(o))) == 2
+	}, all...)
+
+	hr := &helmv2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
+		Spec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: time.Hour},
+			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "slow"},
+			Install:  &helmv2.Install{Timeout: &metav1.Duration{Duration: 10 * time.Minute}},
+		},
+	}
+	for _, o := range []client.Object{&sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: "oci://" + reg.Host() + "/charts/slow", Insecure: true,
+			Interval:      metav1.Duration{Duration: time.Hour},
+			Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
+			LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: "copy"},
+		},
+	}, hr} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revisions := func() []corev1.Secret {
+		var secrets corev1.SecretList
+		_ = c.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": "slow"})
+		return secrets.Items
+	}
+	var owner string
+	waitUntil(t, "the install pending on one replica", 2*time.Minute, func() bool {
+		for _, s := range revisions() {
+			if s.Labels["status"] == "pending-install" {
+				owner = s.Labels[helm.LabelHolder]
+				return true
+			}
+		}
+		return false
+	}, all...)
+	victim := procs[owner]
+	if victim == nil {
+		t.Fatalf("the pending revision names holder %q, not a replica", owner)
+	}
+	var survivor *proc
+	for id, p := range procs {
+		if id != owner {
+			survivor = p
+		}
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = victim.cmd.Process.Wait()
+	killed := time.Now()
+
+	stop := make(chan struct{})
+	defer close(stop)
+	go makeDeploymentsAvailable(ctx, c, ns, stop)
+	waitUntil(t, "the HelmRelease Ready after the survivor took over", 2*time.Minute, func() bool {
+		return c.Get(ctx, client.ObjectKeyFromObject(hr), hr) == nil && conditions.IsReady(hr)
+	}, survivor)
+	t.Logf("release Ready %s after the SIGKILL (Leases of %s)", time.Since(killed).Round(100*time.Millisecond), lease[0])
+	var statuses []string
+	deployedBy := ""
+	for _, s := range revisions() {
+		statuses = append(statuses, s.Labels["version"]+":"+s.Labels["status"])
+		if strings.HasPrefix(s.Labels["status"], "pending") {
+			t.Fatalf("a revision is still %s: %v", s.Labels["status"], statuses)
+		}
+		if s.Labels["status"] == "deployed" {
+			deployedBy = s.Labels[helm.LabelHolder]
+		}
+	}
+	if deployedBy != survivor.id {
+		t.Fatalf("revisions %v: the deployed one was written by %q, want the survivor %s", statuses, deployedBy, survivor.id)
+	}
+	t.Logf("revisions after the takeover: %v", statuses)
+	_ = survivor.cmd.Process.Signal(syscall.SIGTERM)
+	_, _ = survivor.cmd.Process.Wait()
+}
+
+func uniq(s []string) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range s {
+		out[v] = true
+	}
+	return out
+}
