@@ -47,11 +47,13 @@ build:
 	@echo "building bin/cozy-aio..."
 	@CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -trimpath -o bin/cozy-aio ./cmd/cozy-aio
 
-## demo: the main job on a simulated fresh cluster (DEMO_TENANTS, DEMO_RELEASES, DEMO_BREAK=1).
+## demo: the main job on a simulated fresh cluster (DEMO_TENANTS, DEMO_RELEASES, DEMO_BREAK=1,
+## DEMO_REPLICAS=N: N cozy-aio replicas as on N control-plane nodes, the leader killed mid-install).
+DEMO_REPLICAS ?= 1
 demo: testbin-cluster build
 	@echo "building the demo harness..."
 	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
-	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) bin/cozy-aio-demo -cozy-aio bin/cozy-aio
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_REPLICAS=$(DEMO_REPLICAS) bin/cozy-aio-demo -cozy-aio bin/cozy-aio
 
 ## bench-scale: 200 tenants x 5 releases of a 3-ConfigMap chart on a plain API server.
 bench-scale: testbin build

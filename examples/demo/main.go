@@ -5,7 +5,9 @@
 // Environment: DEMO_TENANTS (default 20), DEMO_RELEASES (default 5),
 // DEMO_BREAK=1 (one tenant gets a chart that does not render),
 // DEMO_SCALE=1 (the scale benchmark's shape: ConfigMap charts on a plain
-// API server, no nodes).
+// API server, no nodes), DEMO_REPLICAS (default 1; more runs that many
+// cozy-aio replicas, as on that many control-plane nodes, and kills the
+// leader mid-install).
 package main
 
 import (
@@ -33,6 +35,7 @@ func main() {
 	flag.IntVar(&o.Releases, "releases", envInt("DEMO_RELEASES", 5), "HelmReleases per tenant on average (DEMO_RELEASES)")
 	flag.BoolVar(&o.Break, "break", os.Getenv("DEMO_BREAK") == "1", "give one tenant a broken chart (DEMO_BREAK=1)")
 	flag.BoolVar(&o.Scale, "scale", os.Getenv("DEMO_SCALE") == "1", "the scale benchmark's shape (DEMO_SCALE=1)")
+	flag.IntVar(&o.Replicas, "replicas", envInt("DEMO_REPLICAS", 1), "cozy-aio replicas, as on that many control-plane nodes; with more than one the leader is killed once a third of the tenant releases are Ready (DEMO_REPLICAS)")
 	flag.IntVar(&o.Nodes, "nodes", 3, "simulated nodes")
 	flag.BoolVar(&o.Audit, "audit", false, "write the API server's audit log to the logs directory")
 	flag.IntVar(&o.Shards, "shards", 4, "Helm shards")

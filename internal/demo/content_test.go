@@ -81,7 +81,15 @@ func TestParseSample(t *testing.T) {
 	if !ok || name != "rest_client_requests_total" || labels["method"] != "GET" || labels["host"] != "127.0.0.1:6443" || v != 4053 {
 		t.Fatalf("got %q %v %v %v", name, labels, v, ok)
 	}
+	// A sample without labels, as cozy_aio_leader is.
+	name, labels, v, ok = parseSample(`cozy_aio_leader 1`)
+	if !ok || name != "cozy_aio_leader" || len(labels) != 0 || v != 1 {
+		t.Fatalf("got %q %v %v %v", name, labels, v, ok)
+	}
 	if _, _, _, ok := parseSample("# HELP x y"); ok {
 		t.Fatal("a comment parsed as a sample")
+	}
+	if _, _, _, ok := parseSample("garbage"); ok {
+		t.Fatal("a line without a value parsed as a sample")
 	}
 }

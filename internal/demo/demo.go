@@ -12,12 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -58,6 +57,15 @@ type Options struct {
 	// Audit writes the API server's audit log (metadata of every request)
 	// to logs/audit.log, to see which requests cozy-aio makes.
 	Audit bool
+	// Replicas is the number of cozy-aio processes, run as the static pod
+	// of that many control-plane nodes would run (replica IDs node-1 to
+	// node-N, Leases in kube-system, shorter Leases than the defaults: see
+	// demoLeaseDuration). With more than one, the harness kills the leader
+	// with SIGKILL once a third of the tenant HelmReleases are Ready,
+	// restarts it once the others have taken over (as kubelet restarts a
+	// static pod), and checks that every release was installed exactly
+	// once. Default: 1, a single process as before.
+	Replicas int
 }
 
 func (o Options) withDefaults() Options {
@@ -85,6 +93,9 @@ func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute
 	}
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
 	return o
 }
 
@@ -104,10 +115,13 @@ type Result struct {
 	// stored; AllSettled when every unit was Ready or failed.
 	Started, ClusterUp, CozyStarted, NetworkPodsRunning, NetworkReady, FirstInstall, AllSettled time.Time
 	// PeakRSS is cozy-aio's peak resident memory in bytes and CPU its
-	// user+system CPU time, both read when every unit had settled.
+	// user+system CPU time, both read when every unit had settled. With
+	// several replicas, PeakRSS is the largest replica's and CPU the sum
+	// over every replica and incarnation.
 	PeakRSS int64
 	CPU     time.Duration
-	// Requests are cozy-aio's API requests by HTTP method at that moment.
+	// Requests are cozy-aio's API requests by HTTP method at that moment
+	// (summed over the replicas, as each last reported them).
 	Requests map[string]int
 	// MachineSpeed is JSON round trips per second over every CPU (see
 	// machineSpeed), measured before the scale shape starts; 0 in the demo
@@ -116,6 +130,12 @@ type Result struct {
 	// Checks are the properties verified at the end; a failed one is an
 	// error.
 	Checks []Check
+	// Replicas report each cozy-aio process of a run with several, in the
+	// order of their IDs; nil with one.
+	Replicas []ReplicaReport
+	// Failover is the leader's kill and the takeover of a run with several
+	// replicas; nil with one.
+	Failover *Failover
 	// WorkDir holds the logs.
 	WorkDir string
 }
@@ -188,10 +208,11 @@ type harness struct {
 	// full list of every object every interval.
 	units     cache.Cache
 	stopUnits context.CancelFunc
-	cozy      *exec.Cmd
-	exited    chan error
-	health    string
-	logs      string
+	// reps are the cozy-aio processes, one unless Options.Replicas says
+	// more; exits receives the end of each of their incarnations.
+	reps  []*replica
+	exits chan replicaExit
+	logs  string
 }
 
 func (h *harness) setup(ctx context.Context) error {
@@ -268,7 +289,7 @@ func (h *harness) setup(ctx context.Context) error {
 	uctx, cancel := context.WithCancel(context.Background())
 	h.stopUnits = cancel
 	go func() { _ = h.units.Start(uctx) }()
-	return h.startCozy(api.Config.Host, kubeconfig)
+	return h.startReplicas(api.Config.Host, kubeconfig)
 }
 
 // auditArgs are the API server flags of Options.Audit.
@@ -281,48 +302,51 @@ func (h *harness) auditArgs() map[string]string {
 	return map[string]string{"audit-policy-file": policy, "audit-log-path": filepath.Join(h.logs, "audit.log")}
 }
 
-// startCozy runs cozy-aio as on a node: host network, a bootstrap
-// directory, a data directory.
-func (h *harness) startCozy(server, kubeconfig string) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	h.health = "127.0.0.1:" + strconv.Itoa(port)
-	args := []string{"run",
-		"--server=" + server, "--kubeconfig=" + kubeconfig,
-		"--data-dir=" + filepath.Join(h.opts.WorkDir, "data"),
-		"--health-addr=" + h.health, "--artifact-addr=127.0.0.1:0",
-		"--shards=" + strconv.Itoa(h.opts.Shards), "--shard-workers=" + strconv.Itoa(h.opts.ShardWorkers),
-		"--holder-id=demo", "--log-format=json", "--profiling",
-	}
+// startReplicas runs cozy-aio as on a node: host network, a bootstrap
+// directory, a data directory. With several replicas, each is a node's:
+// its own ID, data directory and addresses, the same bootstrap directory.
+func (h *harness) startReplicas(server, kubeconfig string) error {
+	var extra []string
 	if h.opts.Scale {
-		args = append(args, "--network-phase=false")
+		extra = append(extra, "--network-phase=false")
 	} else {
-		args = append(args, "--bootstrap-dir="+filepath.Join(h.opts.WorkDir, "bootstrap"),
+		extra = append(extra, "--bootstrap-dir="+filepath.Join(h.opts.WorkDir, "bootstrap"),
 			"--network-min-nodes="+strconv.Itoa(h.opts.Nodes))
 	}
-	if err := os.MkdirAll(filepath.Join(h.opts.WorkDir, "data"), 0o700); err != nil {
-		return err
-	}
-	logf, err := os.Create(filepath.Join(h.logs, "cozy-aio.log"))
+	n := h.opts.Replicas
+	h.exits = make(chan replicaExit, 2*n+2) // every start and the restart
+	// Every replica's health and artifact ports at once: a port chosen
+	// after a replica started may be one it is about to bind.
+	ports, err := freePorts(2 * n)
 	if err != nil {
 		return err
 	}
-	h.cozy = exec.Command(h.opts.Binary, args...)
-	h.cozy.Stdout, h.cozy.Stderr = logf, logf
-	h.cozy.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	h.say("starting cozy-aio: %s %s", filepath.Base(h.opts.Binary), strings.Join(args, " "))
-	if err := h.cozy.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("starting %s: %w", h.opts.Binary, err)
+	if n > 1 {
+		h.res.Failover = &Failover{}
+		h.say("starting %d cozy-aio replicas, as the static pod of %d control-plane nodes; Leases %s/%s/%s (duration/renew deadline/retry)",
+			n, n, demoLeaseDuration, demoRenewDeadline, demoRetryPeriod)
+	}
+	for i := 1; i <= n; i++ {
+		o := replicaOptions{
+			binary: h.opts.Binary, workDir: h.opts.WorkDir, logs: h.logs, id: "demo", alone: n == 1,
+			server: server, kubeconfig: kubeconfig, shards: h.opts.Shards, workers: h.opts.ShardWorkers, extra: extra,
+			health: ports[2*i-2], artifacts: ports[2*i-1],
+		}
+		if n > 1 {
+			o.id = "node-" + strconv.Itoa(i)
+			h.res.Replicas = append(h.res.Replicas, ReplicaReport{ID: o.id})
+		}
+		r, err := newReplica(o)
+		if err != nil {
+			return err
+		}
+		h.reps = append(h.reps, r)
+		h.say("starting %s: %s %s", r.name(), filepath.Base(h.opts.Binary), strings.Join(r.args, " "))
+		if err := r.start(h.exits); err != nil {
+			return err
+		}
 	}
 	h.res.CozyStarted = time.Now()
-	h.exited = make(chan error, 1)
-	go func() {
-		h.exited <- h.cozy.Wait()
-		logf.Close()
-	}()
 	return nil
 }
 
@@ -356,9 +380,11 @@ func (h *harness) watch(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-h.exited:
-			h.exited = nil
-			return fmt.Errorf("cozy-aio exited early (%v); its log: %s", err, filepath.Join(h.logs, "cozy-aio.log"))
+		case ex := <-h.exits:
+			if ex.expected() {
+				continue
+			}
+			return fmt.Errorf("%s exited early (%v); its log: %s", ex.r.name(), ex.err, ex.r.log)
 		case <-deadline:
 			units, _ := listUnits(ctx, h.units)
 			h.res.Units = units
@@ -367,6 +393,9 @@ func (h *harness) watch(ctx context.Context) error {
 				if !u.Settled {
 					waiting = append(waiting, fmt.Sprintf("%s (%s: %s)", u, u.Reason, u.Message))
 				}
+			}
+			if f := h.res.Failover; f != nil && f.Restarted.IsZero() {
+				waiting = append([]string{"the leader's kill and the takeover (" + f.String() + ")"}, waiting...)
 			}
 			if len(waiting) > 10 {
 				waiting = append(waiting[:10], fmt.Sprintf("and %d more", len(waiting)-10))
@@ -386,14 +415,16 @@ func (h *harness) watch(ctx context.Context) error {
 			continue
 		}
 		h.res.Units = units
+		if h.res.Failover != nil {
+			h.failover(units)
+		}
 		settled, before := h.settled(units), !h.res.AllSettled.IsZero()
 		switch {
 		case !settled:
 			h.res.AllSettled = time.Time{}
 		case !before:
 			h.res.AllSettled = time.Now()
-			h.res.PeakRSS, h.res.CPU = procUsage(h.cozy.Process.Pid)
-			h.res.Requests = h.scrape().requests
+			h.usage()
 		}
 		if !printing {
 			continue
@@ -415,6 +446,9 @@ func (h *harness) listUnits(ctx context.Context) ([]Unit, error) {
 }
 
 func (h *harness) settled(units []Unit) bool {
+	if f := h.res.Failover; f != nil && f.Restarted.IsZero() {
+		return false // the takeover is part of the run
+	}
 	releases := 0
 	for _, u := range units {
 		if !u.Settled {
@@ -429,7 +463,7 @@ func (h *harness) settled(units []Unit) bool {
 
 func (h *harness) progress(ctx context.Context, units []Unit) {
 	var b strings.Builder
-	m := h.scrape()
+	m, states := h.scrape()
 	if m.phase != "" {
 		fmt.Fprintf(&b, "phase=%-7s ", m.phase)
 	}
@@ -449,30 +483,46 @@ func (h *harness) progress(ctx context.Context, units []Unit) {
 			fmt.Fprintf(&b, " %d:%d", s.ID, s.Load)
 		}
 	}
+	if len(h.reps) > 1 {
+		b.WriteString("  replicas")
+		for i, r := range h.reps {
+			fmt.Fprintf(&b, " %s[%s]", r.id, states[i].short())
+		}
+	}
 	h.say("%s", b.String())
 }
 
-// scraped is what the demo reads from cozy-aio's /metrics.
+// scraped is what the demo reads from a cozy-aio process's /metrics.
 type scraped struct {
+	// up is set when /metrics answered.
+	up     bool
 	phase  string
 	shards []ShardLoad
 	// requests are the API requests so far by HTTP method, from
 	// client-go's rest_client_requests_total.
 	requests map[string]int
+	// leader is cozy_aio_leader; owned are the shards whose
+	// cozy_aio_shard_owned is 1; runs sums
+	// cozy_aio_tenant_runs_succeeded_total over the tenants; running
+	// sums the Helm items running over the shards.
+	leader        bool
+	owned         []int
+	runs, running int
 }
 
 // scrapedFamilies selects the metric families scrape reads.
 var scrapedFamilies = url.Values{"name[]": {
 	"cozy_aio_bootstrap_phase", "cozy_aio_shard_load", "cozy_aio_shard_tenants", "rest_client_requests_total",
+	"cozy_aio_leader", "cozy_aio_shard_owned", "cozy_aio_tenant_runs_succeeded_total", "cozy_aio_shard_items",
 }}.Encode()
 
-// scrape reads cozy-aio's /metrics once.
-func (h *harness) scrape() scraped {
+// scrapeMetrics reads the /metrics of the cozy-aio process at addr once.
+func scrapeMetrics(addr string) scraped {
 	var s scraped
 	cl := http.Client{Timeout: 5 * time.Second}
 	// Only the families read below: the whole exposition holds a duration
 	// histogram per object, about 1.5 MB at 1,000 releases.
-	resp, err := cl.Get("http://" + h.health + "/metrics?" + scrapedFamilies)
+	resp, err := cl.Get("http://" + addr + "/metrics?" + scrapedFamilies)
 	if err != nil {
 		return s
 	}
@@ -507,27 +557,48 @@ func (h *harness) scrape() scraped {
 			at(labels["shard"]).Tenants = int(value)
 		case "rest_client_requests_total":
 			s.requests[labels["method"]] += int(value)
+		case "cozy_aio_leader":
+			s.leader = value == 1
+		case "cozy_aio_shard_owned":
+			if id, err := strconv.Atoi(labels["shard"]); err == nil && value == 1 {
+				s.owned = append(s.owned, id)
+			}
+		case "cozy_aio_tenant_runs_succeeded_total":
+			s.runs += int(value)
+		case "cozy_aio_shard_items":
+			if labels["state"] == "running" {
+				s.running += int(value)
+			}
 		}
 	}
+	s.up = resp.StatusCode == http.StatusOK && sc.Err() == nil
 	for _, l := range loads {
 		s.shards = append(s.shards, *l)
 	}
 	sort.Slice(s.shards, func(i, j int) bool { return s.shards[i].ID < s.shards[j].ID })
+	sort.Ints(s.owned)
 	return s
 }
 
-// parseSample reads `name{label="value",...} number` from the Prometheus
-// text format; label values hold no quote or comma in the samples read.
+// parseSample reads `name{label="value",...} number` or `name number` from
+// the Prometheus text format; label values hold no quote or comma in the
+// samples read.
 func parseSample(line string) (name string, labels map[string]string, value float64, ok bool) {
 	if strings.HasPrefix(line, "#") {
 		return "", nil, 0, false
 	}
+	labels = map[string]string{}
 	open := strings.IndexByte(line, '{')
 	end := strings.LastIndexByte(line, '}')
+	if open < 0 && end < 0 {
+		// A sample without labels: `name number`.
+		name, v, found := strings.Cut(line, " ")
+		value, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return name, labels, value, found && err == nil
+	}
 	if open < 0 || end < open {
 		return "", nil, 0, false
 	}
-	labels = map[string]string{}
 	for _, pair := range strings.Split(line[open+1:end], ",") {
 		if k, v, found := strings.Cut(pair, "="); found {
 			labels[k] = strings.Trim(v, `"`)
@@ -541,15 +612,11 @@ func (h *harness) teardown() {
 	if h.stopUnits != nil {
 		h.stopUnits()
 	}
-	if h.cozy != nil && h.cozy.Process != nil && h.exited != nil {
-		_ = syscall.Kill(h.cozy.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-h.exited:
-		case <-time.After(20 * time.Second):
-			_ = syscall.Kill(-h.cozy.Process.Pid, syscall.SIGKILL)
-			<-h.exited
-		}
+	var wg sync.WaitGroup
+	for _, r := range h.reps {
+		wg.Go(func() { r.stop(20 * time.Second) })
 	}
+	wg.Wait()
 	if h.cluster != nil {
 		_ = h.cluster.Stop()
 	}
@@ -591,13 +658,19 @@ func procUsage(pid int) (int64, time.Duration) {
 	return rss, cpu
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct free loopback ports: each listener stays
+// open until all are chosen, so that no two are the same.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 func randomString() string {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,23 +23,14 @@ func init() {
 	ctrllog.SetLogger(logr.Discard())
 }
 
-// buildCozy builds the real cozy-aio binary once for the package.
-func buildCozy(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cozy-aio")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cozystack/cozy-aio/cmd/cozy-aio").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building cozy-aio: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestEndToEnd is `make demo` made smaller: 3 tenants with 2 releases
 // each on the simulated cluster, with the demo's own checks (phase order
 // from timestamps, every Deployment Available, every release Ready only
-// after its Deployment), then the same with one tenant's chart broken.
+// after its Deployment), then the same with one tenant's chart broken,
+// then with two replicas whose leader is killed mid-install
+// (`DEMO_REPLICAS=2 make demo` made smaller).
 func TestEndToEnd(t *testing.T) {
-	bin := buildCozy(t)
+	bin := demo.BuildCozy(t)
 
 	t.Run("healthy", func(t *testing.T) {
 		var out bytes.Buffer
@@ -115,6 +105,58 @@ func TestEndToEnd(t *testing.T) {
 		}
 		noProcessLeft(t, work)
 	})
+
+	t.Run("two replicas with the leader killed", func(t *testing.T) { testReplicas(t, bin) })
+}
+
+// TestEndToEnd's replicas subtest lives beside it: the same scenario with
+// two cozy-aio replicas, the leader killed with SIGKILL mid-install.
+func testReplicas(t *testing.T, bin string) {
+	var out bytes.Buffer
+	work := t.TempDir()
+	res, err := demo.Run(context.Background(), demo.Options{
+		Tenants: 3, Releases: 2, Replicas: 2, Binary: bin, WorkDir: work, Out: &out, Timeout: 5 * time.Minute,
+		Every: 500 * time.Millisecond,
+	})
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("demo failed: %v", err)
+	}
+	f := res.Failover
+	if f == nil || f.Killed == "" || f.NewLeader == "" || f.NewLeader == f.Killed {
+		t.Fatalf("failover: %+v", f)
+	}
+	if f.LeaderTakeover() <= 0 || f.ShardTakeover() < 0 || f.Restarted.Before(f.LeaderAt) || f.Restarted.Before(f.ShardsAt) {
+		t.Fatalf("takeover times: killed %s, new leader %s, shards %s, restarted %s", f.At, f.LeaderAt, f.ShardsAt, f.Restarted)
+	}
+	checks := map[string]bool{}
+	for _, c := range res.Checks {
+		checks[c.Name] = c.OK
+	}
+	for _, name := range []string{"phase order", "deployments available", "ready after available", "takeover", "shards placed", "one revision each", "nothing pending"} {
+		if !checks[name] {
+			t.Errorf("check %q missing or failed: %+v", name, res.Checks)
+		}
+	}
+	written := 0
+	for _, r := range res.Replicas {
+		written += r.Releases
+		if !r.End.Up || len(r.End.Shards) == 0 {
+			t.Errorf("replica %s at the end: %s, want it up with shards", r.ID, r.End)
+		}
+	}
+	if len(res.Replicas) != 2 || written != 3*2+1 {
+		t.Fatalf("replicas %+v: want 2, whose holder labels cover the 7 releases", res.Replicas)
+	}
+	for _, u := range res.Units {
+		if !u.Ready {
+			t.Errorf("%s is not Ready: %s", u, u.Message)
+		}
+	}
+	if !strings.Contains(out.String(), "replicas node-1[") || !strings.Contains(out.String(), "REPLICA") {
+		t.Fatalf("progress or summary shows no replicas:\n%s", out.String())
+	}
+	noProcessLeft(t, work)
 }
 
 // noProcessLeft fails when a process started for the run (every part of

@@ -44,8 +44,16 @@ func (h *harness) check(name string, ok bool, format string, args ...any) {
 	h.res.Checks = append(h.res.Checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
 }
 
-// verify checks the run from the objects' own timestamps.
+// verify checks the run from the objects' own timestamps, and a run with
+// several replicas from their reports and the release records.
 func (h *harness) verify(ctx context.Context) {
+	h.verifyRun(ctx)
+	if h.res.Failover != nil {
+		h.verifyReplicas(ctx)
+	}
+}
+
+func (h *harness) verifyRun(ctx context.Context) {
 	for _, u := range h.res.Units {
 		if !u.Ready {
 			h.res.Failed = append(h.res.Failed, u)
@@ -279,6 +287,9 @@ func (h *harness) summary() {
 		}
 		tw.Flush()
 	}
+	if len(r.Replicas) > 0 {
+		h.replicaSummary()
+	}
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIMELINE\tSINCE START")
@@ -292,6 +303,12 @@ func (h *harness) summary() {
 	at("network agent pods Running", r.NetworkPodsRunning)
 	at("every node has a network", r.NetworkReady)
 	at("first tenant release installed", r.FirstInstall)
+	if f := r.Failover; f != nil {
+		at("leader "+f.Killed+" killed", f.At)
+		at("new leader "+f.NewLeader, f.LeaderAt)
+		at(f.Killed+"'s shards owned by others", f.ShardsAt)
+		at(f.Killed+" restarted", f.Restarted)
+	}
 	at("every unit settled", r.AllSettled)
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -300,7 +317,11 @@ func (h *harness) summary() {
 		if !r.NetworkReady.IsZero() {
 			fmt.Fprintf(out, ", %.1fs from the network being ready", r.AllSettled.Sub(r.NetworkReady).Seconds())
 		}
-		fmt.Fprintf(out, "; peak RSS %.0f MB; CPU %.1fs\n", float64(r.PeakRSS)/(1<<20), r.CPU.Seconds())
+		if len(r.Replicas) > 0 {
+			fmt.Fprintf(out, "; peak RSS %.0f MB (largest replica); CPU %.1fs (every replica)\n", float64(r.PeakRSS)/(1<<20), r.CPU.Seconds())
+		} else {
+			fmt.Fprintf(out, "; peak RSS %.0f MB; CPU %.1fs\n", float64(r.PeakRSS)/(1<<20), r.CPU.Seconds())
+		}
 		if r.MachineSpeed > 0 {
 			fmt.Fprintf(out, "machine speed before the run: %.0f JSON round trips/s on %d CPUs (runs compare at equal speed)\n", r.MachineSpeed, runtime.NumCPU())
 		}
