@@ -96,6 +96,10 @@ func (o Options) withDefaults() Options {
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
+	if o.Replicas > 1 {
+		// The audit log shows which replica wrote each status.
+		o.Audit = true
+	}
 	return o
 }
 

@@ -97,6 +97,7 @@ func (h *harness) verifyReplicas(ctx context.Context) {
 		f.Killed, f.ReadyAtKill, h.tenantReleases(), f.NewLeader, f.LeaderTakeover().Seconds(),
 		joinInts(f.Shards), f.ShardTakeover().Seconds(), demoLeaseDuration, demoRenewDeadline, demoRetryPeriod)
 	h.verifyPlacement(ctx)
+	h.verifyStatusWriters()
 	var secrets corev1.SecretList
 	if err := h.c.List(ctx, &secrets, client.MatchingLabels{"owner": "helm"}); err != nil {
 		h.check("one revision each", false, "listing the release Secrets: %v", err)
