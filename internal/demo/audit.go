@@ -99,4 +99,6 @@ func (h *harness) verifyStatusWriters() {
 		len(writes), count, strings.Join(terms, " → "))
 }
 
-func (w statusWrite) String() string { return fmt.Sprintf("%s@%s", w.replica, w.at.Format(time.RFC3339Nano)) }
+func (w statusWrite) String() string {
+	return fmt.Sprintf("%s@%s", w.replica, w.at.Format(time.RFC3339Nano))
+}

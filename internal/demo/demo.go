@@ -66,6 +66,9 @@ type Options struct {
 	// static pod), and checks that every release was installed exactly
 	// once. Default: 1, a single process as before.
 	Replicas int
+	// KeepLeader, with several replicas, kills no one: for measuring what
+	// the coordination costs (make bench-scale).
+	KeepLeader bool
 }
 
 func (o Options) withDefaults() Options {
@@ -325,7 +328,7 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 	if err != nil {
 		return err
 	}
-	if n > 1 {
+	if n > 1 && !h.opts.KeepLeader {
 		h.res.Failover = &Failover{}
 		h.say("starting %d cozy-aio replicas, as the static pod of %d control-plane nodes; Leases %s/%s/%s (duration/renew deadline/retry)",
 			n, n, demoLeaseDuration, demoRenewDeadline, demoRetryPeriod)

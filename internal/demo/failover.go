@@ -275,6 +275,15 @@ func (h *harness) replicaSummary() {
 	f := r.Failover
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if f == nil {
+		// Nobody was killed (KeepLeader): who wrote what, and the cost.
+		fmt.Fprintln(tw, "REPLICA\tRELEASES (HOLDER)\tPEAK RSS\tCPU")
+		for _, rep := range r.Replicas {
+			fmt.Fprintf(tw, "%s\t%d\t%.0f MB\t%.1fs\n", rep.ID, rep.Releases, float64(rep.PeakRSS)/(1<<20), rep.CPU.Seconds())
+		}
+		tw.Flush()
+		return
+	}
 	fmt.Fprintln(tw, "REPLICA\tBEFORE THE KILL\tAFTER THE TAKEOVER\tAT THE END\tRELEASES (HOLDER)\tHELM RUNS OK\tPEAK RSS\tCPU")
 	for _, rep := range r.Replicas {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f MB\t%.1fs\n", rep.ID, rep.Before, rep.After, rep.End,

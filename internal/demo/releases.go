@@ -110,6 +110,18 @@ func (h *harness) verifyReplicas(ctx context.Context) {
 		"%d releases, each with exactly one revision (v1, deployed), of %d release Secrets%s", len(want), len(records), joinBad(once))
 	h.check("nothing pending", len(pending) == 0,
 		"no release Secret is pending-install, pending-upgrade or pending-rollback%s", joinBad(pending))
+	h.countRecords(records)
+}
+
+// countHolders counts the release revisions each replica wrote.
+func (h *harness) countHolders(ctx context.Context) {
+	var secrets corev1.SecretList
+	if err := h.c.List(ctx, &secrets, client.MatchingLabels{"owner": "helm"}); err == nil {
+		h.countRecords(recordsOf(secrets.Items))
+	}
+}
+
+func (h *harness) countRecords(records []releaseRecord) {
 	for _, r := range records {
 		for i := range h.res.Replicas {
 			if helm.RecordedID(h.res.Replicas[i].ID) == r.Holder {

@@ -48,8 +48,11 @@ func (h *harness) check(name string, ok bool, format string, args ...any) {
 // several replicas from their reports and the release records.
 func (h *harness) verify(ctx context.Context) {
 	h.verifyRun(ctx)
-	if h.res.Failover != nil {
+	switch {
+	case h.res.Failover != nil:
 		h.verifyReplicas(ctx)
+	case len(h.res.Replicas) > 1:
+		h.countHolders(ctx)
 	}
 }
 
