@@ -49,7 +49,15 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 			fmt.Errorf("%s: source kind %q is not supported (GitRepository, OCIRepository, ExternalArtifact)", self, kind)), false
 	}
 	srcRef := fmt.Sprintf("%s/%s/%s", kind, namespace, name)
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	err := e.mgr.GetClient().Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		// Each kind has its own informer: an object that names a source
+		// created just before it can reach this cache before the source
+		// does. Ask the API server before calling the source missing.
+		err = e.mgr.GetAPIReader().Get(ctx, key, obj)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return source.Artifact{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source %s not found", self, srcRef)), false
 		}
@@ -63,7 +71,7 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 	if e.stored(art) {
 		return art, outcome{}, true
 	}
-	art, err := e.materialize(ctx, self, nodeRef{Kind: kind, Namespace: namespace, Name: name}, obj, art)
+	art, err = e.materialize(ctx, self, nodeRef{Kind: kind, Namespace: namespace, Name: name}, obj, art)
 	if err != nil {
 		return source.Artifact{}, materializedOutcome(fmt.Errorf("%s: %w", self, err)), false
 	}
