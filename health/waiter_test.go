@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,6 +136,16 @@ func installWidgetCRD(t *testing.T, ctx context.Context) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The test client maps kinds through discovery, which can lag the CRD
+	// being Established (a Create then fails with "no matches for kind").
+	gk := schema.GroupKind{Group: "health.example.com", Kind: "Widget"}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, err := cp.Client.RESTMapper().RESTMapping(gk, "v1")
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the test client never learnt kind Widget: %v", err)
 	}
 }
 
