@@ -2,23 +2,16 @@ package main
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
-	"github.com/cozystack/cozy-aio/engine"
-	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // TestSIGKILLOfShardOwnerMidInstall runs two replicas of the binary, kills
@@ -30,27 +23,7 @@ import (
 func TestSIGKILLOfShardOwnerMidInstall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "cozy-aio")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
-	kubeconfig := writeKubeconfig(t, dir)
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	if _, err := reg.PushChart(ctx, "charts/slow", map[string]string{
-		"Chart.yaml":                "apiVersion: v2\nname: slow\nversion: 1.0.0\n",
-		"templates/deployment.yaml": slowChartDeployment,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cp.Config, client.Options{Scheme: engine.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, bin, kubeconfig, host, c := slowChartEnv(t)
 	ns := cp.Namespace(t)
 	lease := [3]time.Duration{3 * time.Second, 2 * time.Second, 500 * time.Millisecond}
 	procs := map[string]*proc{}
@@ -63,23 +36,8 @@ func TestSIGKILLOfShardOwnerMidInstall(t *testing.T) {
 		return leader != "" && len(o) == 4 && len(uniq(mapValues(o))) == 2
 	}, all...)
 
-	hr := &helmv2.HelmRelease{
-		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
-		Spec: helmv2.HelmReleaseSpec{
-			Interval: metav1.Duration{Duration: time.Hour},
-			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "slow"},
-			Install:  &helmv2.Install{Timeout: &metav1.Duration{Duration: 10 * time.Minute}},
-		},
-	}
-	for _, o := range []client.Object{&sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL: "oci://" + reg.Host() + "/charts/slow", Insecure: true,
-			Interval:      metav1.Duration{Duration: time.Hour},
-			Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
-			LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: "copy"},
-		},
-	}, hr} {
+	hr, objs := slowRelease(ns, host)
+	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}

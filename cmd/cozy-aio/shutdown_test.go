@@ -42,27 +42,7 @@ spec:
 func TestSIGTERMDuringHelmInstallIsRecovered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "cozy-aio")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
-	kubeconfig := writeKubeconfig(t, dir)
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	if _, err := reg.PushChart(ctx, "charts/slow", map[string]string{
-		"Chart.yaml":                "apiVersion: v2\nname: slow\nversion: 1.0.0\n",
-		"templates/deployment.yaml": slowChartDeployment,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cp.Config, client.Options{Scheme: engine.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, bin, kubeconfig, host, c := slowChartEnv(t)
 	ns := cp.Namespace(t)
 	start := func() (*exec.Cmd, *bytes.Buffer) {
 		cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--kubeprism-address", freePort(t),
@@ -79,23 +59,7 @@ func TestSIGTERMDuringHelmInstallIsRecovered(t *testing.T) {
 	first, logs := start()
 	defer first.Process.Kill()
 
-	hr := &helmv2.HelmRelease{
-		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
-		Spec: helmv2.HelmReleaseSpec{
-			Interval: metav1.Duration{Duration: time.Hour},
-			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "slow"},
-			Install:  &helmv2.Install{Timeout: &metav1.Duration{Duration: 10 * time.Minute}},
-		},
-	}
-	objs := []client.Object{&sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL: "oci://" + reg.Host() + "/charts/slow", Insecure: true,
-			Interval:      metav1.Duration{Duration: time.Hour},
-			Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
-			LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: "copy"},
-		},
-	}, hr}
+	hr, objs := slowRelease(ns, host)
 	eventually(t, "the CRDs are installed and the objects created", func() bool {
 		for _, o := range objs {
 			if err := c.Create(ctx, o); err != nil && client.IgnoreAlreadyExists(err) != nil {
@@ -194,4 +158,55 @@ func eventually(t *testing.T, what string, cond func() bool, logs *bytes.Buffer)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// slowChartEnv builds the binary and starts a registry holding the slow
+// chart (a Deployment that is Available only when a test says so); it
+// returns the test's directory, the binary, an admin kubeconfig, the
+// registry's host and a client.
+func slowChartEnv(t *testing.T) (dir, bin, kubeconfig, host string, c client.Client) {
+	t.Helper()
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "cozy-aio")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	kubeconfig = writeKubeconfig(t, dir)
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	if _, err := reg.PushChart(context.Background(), "charts/slow", map[string]string{
+		"Chart.yaml":                "apiVersion: v2\nname: slow\nversion: 1.0.0\n",
+		"templates/deployment.yaml": slowChartDeployment,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = client.New(cp.Config, client.Options{Scheme: engine.NewScheme()}); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin, kubeconfig, reg.Host(), c
+}
+
+// slowRelease is a HelmRelease of the slow chart in ns, with a long
+// install timeout, and the objects to create for it (its source and it).
+func slowRelease(ns, host string) (*helmv2.HelmRelease, []client.Object) {
+	hr := &helmv2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
+		Spec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: time.Hour},
+			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "slow"},
+			Install:  &helmv2.Install{Timeout: &metav1.Duration{Duration: 10 * time.Minute}},
+		},
+	}
+	return hr, []client.Object{&sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: "oci://" + host + "/charts/slow", Insecure: true,
+			Interval:      metav1.Duration{Duration: time.Hour},
+			Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
+			LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: "copy"},
+		},
+	}, hr}
 }
