@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // TestSIGKILLOfShardOwnerMidInstall runs two replicas of the binary, kills
@@ -73,9 +74,9 @@ func TestSIGKILLOfShardOwnerMidInstall(t *testing.T) {
 	_, _ = victim.cmd.Process.Wait()
 	killed := time.Now()
 
-	stop := make(chan struct{})
-	defer close(stop)
-	go makeDeploymentsAvailable(ctx, c, ns, stop)
+	available, stopAvailable := context.WithCancel(ctx)
+	defer stopAvailable()
+	go testenv.MakeDeploymentsAvailable(available, c, ns)
 	waitUntil(t, "the HelmRelease Ready after the survivor took over", 2*time.Minute, func() bool {
 		return c.Get(ctx, client.ObjectKeyFromObject(hr), hr) == nil && conditions.IsReady(hr)
 	}, survivor)

@@ -14,7 +14,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,9 +101,9 @@ func TestSIGTERMDuringHelmInstallIsRecovered(t *testing.T) {
 	// recovers it; this time the Deployment becomes Available.
 	second, logs2 := start()
 	defer second.Process.Kill()
-	stop := make(chan struct{})
-	defer close(stop)
-	go makeDeploymentsAvailable(ctx, c, ns, stop)
+	available, stopAvailable := context.WithCancel(ctx)
+	defer stopAvailable()
+	go testenv.MakeDeploymentsAvailable(available, c, ns)
 	eventually(t, "the HelmRelease becomes Ready after the restart", func() bool {
 		return c.Get(ctx, client.ObjectKeyFromObject(hr), hr) == nil && conditions.IsReady(hr)
 	}, logs2)
@@ -118,35 +117,6 @@ func TestSIGTERMDuringHelmInstallIsRecovered(t *testing.T) {
 	}
 	_ = second.Process.Signal(syscall.SIGTERM)
 	_ = second.Wait()
-}
-
-// makeDeploymentsAvailable plays the controller-manager that envtest lacks.
-func makeDeploymentsAvailable(ctx context.Context, c client.Client, ns string, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		case <-time.After(300 * time.Millisecond):
-		}
-		var list appsv1.DeploymentList
-		if c.List(ctx, &list, client.InNamespace(ns)) != nil {
-			continue
-		}
-		for i := range list.Items {
-			d := &list.Items[i]
-			if d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == 1 {
-				continue
-			}
-			d.Status = appsv1.DeploymentStatus{
-				ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
-				Conditions: []appsv1.DeploymentCondition{
-					{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
-					{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
-				},
-			}
-			_ = c.Status().Update(ctx, d)
-		}
-	}
 }
 
 func eventually(t *testing.T, what string, cond func() bool, logs *bytes.Buffer) {

@@ -15,7 +15,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
@@ -102,7 +101,7 @@ func TestFencingAfterSIGSTOP(t *testing.T) {
 	defer func() { _ = syscall.Kill(victim.cmd.Process.Pid, syscall.SIGCONT) }()
 	// From now on Deployments become Available, so that the survivor's
 	// install of the release succeeds.
-	go makeDeploymentsAvailable(ctx, f.c, f.ns)
+	go testenv.MakeDeploymentsAvailable(ctx, f.c, f.ns)
 
 	f.eventually(ctx, time.Minute, survivor.id+" owning "+victim.id+"'s shards", func() bool {
 		s := stateOf(survivor.scrape())
@@ -392,32 +391,6 @@ func (f *fencing) eventually(ctx context.Context, timeout time.Duration, what st
 		return cond(), nil
 	}); err != nil {
 		f.t.Fatalf("%s: not within %s", what, timeout)
-	}
-}
-
-// makeDeploymentsAvailable plays the controller-manager that a plain API
-// server lacks, until ctx ends.
-func makeDeploymentsAvailable(ctx context.Context, c client.Client, ns string) {
-	for ctx.Err() == nil {
-		time.Sleep(300 * time.Millisecond)
-		var list appsv1.DeploymentList
-		if c.List(ctx, &list, client.InNamespace(ns)) != nil {
-			continue
-		}
-		for i := range list.Items {
-			d := &list.Items[i]
-			if d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == 1 {
-				continue
-			}
-			d.Status = appsv1.DeploymentStatus{
-				ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
-				Conditions: []appsv1.DeploymentCondition{
-					{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
-					{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
-				},
-			}
-			_ = c.Status().Update(ctx, d)
-		}
 	}
 }
 
