@@ -38,6 +38,7 @@ import (
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/helmrepo"
 )
 
 // NewScheme returns a scheme with the Kubernetes built-in types and the
@@ -75,6 +76,9 @@ type Engine struct {
 	helm       helmWork
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
+	// helmRepos fetches Helm repository indexes and charts, sharing
+	// downloads across HelmCharts.
+	helmRepos *helmrepo.Client
 	// runCtx lives as long as the manager runs; waits started by
 	// reconcilers use it.
 	runCtx atomic.Pointer[context.Context]
@@ -153,7 +157,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		applyCache: applyCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
-		recorder: mgr.GetEventRecorder("cozy-aio"),
+		recorder: mgr.GetEventRecorder("cozy-aio"), helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
 	}
 	e.runCtx.Store(&contextBackground)
 	popts := shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers}

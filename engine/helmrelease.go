@@ -84,19 +84,22 @@ func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelea
 	if err := helmReleaseUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err), false
 	}
-	if obj.Spec.ChartRef == nil {
-		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef is required", self)), false
+	kind, ns, name, ok := chartSourceOf(obj)
+	if !ok {
+		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self)), false
 	}
 	deps, err := dependencies(helmv2.HelmReleaseKind, obj, obj.Spec.DependsOn)
 	if err != nil {
 		return stalled(meta.DependencyNotReadyReason, err), false
 	}
-	cr := obj.Spec.ChartRef
-	src := sourceRefOf(self, cr.Kind, cr.Namespace, cr.Name)
+	src := sourceRefOf(self, kind, ns, name)
 	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRequeueAfter()); !ok {
 		return out, false
 	}
-	if _, out, ok := e.sourceArtifact(ctx, self, cr.Kind, cr.Namespace, cr.Name); !ok {
+	if out, ok := e.reconcileHelmChart(ctx, obj, self); !ok {
+		return out, false
+	}
+	if _, out, ok := e.sourceArtifact(ctx, self, kind, ns, name); !ok {
 		return out, false
 	}
 	return outcome{}, true
@@ -148,8 +151,14 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 
 func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) outcome {
 	e := r.e
-	cr := obj.Spec.ChartRef
-	art, out, ok := e.sourceArtifact(ctx, self, cr.Kind, cr.Namespace, cr.Name)
+	kind, ns, name, ok := chartSourceOf(obj)
+	if !ok {
+		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self))
+	}
+	if obj.Spec.Chart != nil {
+		obj.Status.HelmChart = ns + "/" + name
+	}
+	art, out, ok := e.sourceArtifact(ctx, self, kind, ns, name)
 	if !ok {
 		return out
 	}
@@ -238,6 +247,9 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 		}); err != nil {
 			return 0, fmt.Errorf("%s: uninstalling on deletion: %w", self, err)
 		}
+	}
+	if err := e.deleteHelmChart(ctx, obj); err != nil {
+		return 0, fmt.Errorf("%s: %w", self, err)
 	}
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, Finalizer)

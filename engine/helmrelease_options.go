@@ -24,7 +24,6 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 		readyExpr = readyExpr || d.ReadyExpr != ""
 	}
 	return unsupported(helmv2.HelmReleaseKind,
-		fieldCheck{"spec.chart (use spec.chartRef)", obj.Spec.Chart != nil},
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
 		fieldCheck{"spec.postRenderers", len(obj.Spec.PostRenderers) > 0},
 		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},

@@ -141,6 +141,8 @@ func (e *Engine) rebuild(ctx context.Context, src nodeRef, obj client.Object, wa
 		built, err = e.rebuildOCI(ctx, staging, sobj, o, want.Revision)
 	case *sourcev1.ExternalArtifact:
 		built, err = e.rebuildOutput(ctx, staging, o)
+	case *sourcev1.HelmChart:
+		built, err = e.rebuildHelmChart(ctx, staging, sobj, o, want.Revision)
 	default:
 		err = fmt.Errorf("%T cannot be rebuilt", obj)
 	}

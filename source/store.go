@@ -117,18 +117,29 @@ func (s *Store) Exists(a Artifact) bool {
 // Archive builds a deterministic tar.gz of dir (see WriteArchive) and
 // stores it as the object's artifact with the given revision.
 func (s *Store) Archive(ctx context.Context, obj Object, dir, revision string, opts ArchiveOptions) (Artifact, error) {
-	return s.write(ctx, obj, revision, func(w io.Writer) error { return WriteArchive(ctx, w, dir, opts) })
+	return s.write(ctx, obj, revision, "*.tar.gz", func(w io.Writer) error { return WriteArchive(ctx, w, dir, opts) })
 }
 
 // ArchiveFS is Archive over a file system (see WriteArchiveFS).
 func (s *Store) ArchiveFS(ctx context.Context, obj Object, fsys fs.FS, revision string, opts ArchiveOptions) (Artifact, error) {
-	return s.write(ctx, obj, revision, func(w io.Writer) error { return WriteArchiveFS(ctx, w, fsys, opts) })
+	return s.write(ctx, obj, revision, "*.tar.gz", func(w io.Writer) error { return WriteArchiveFS(ctx, w, fsys, opts) })
 }
 
 // Put stores the content of r, which must already be a tar.gz, as the
 // object's artifact with the given revision.
 func (s *Store) Put(ctx context.Context, obj Object, revision string, r io.Reader) (Artifact, error) {
-	return s.write(ctx, obj, revision, func(w io.Writer) error {
+	return s.PutFile(ctx, obj, revision, "*.tar.gz", r)
+}
+
+// PutFile stores the content of r as the object's artifact with the given
+// revision, in a file named by pattern with its "*" replaced by the
+// content's hex digest ("index-*.yaml" for a Helm repository index, as
+// Flux names it). The pattern must hold one "*" and no "/".
+func (s *Store) PutFile(ctx context.Context, obj Object, revision, pattern string, r io.Reader) (Artifact, error) {
+	if strings.Count(pattern, "*") != 1 || strings.ContainsAny(pattern, `/\`) || strings.HasPrefix(pattern, ".") {
+		return Artifact{}, fmt.Errorf("storing artifact of %s: invalid file pattern %q", obj, pattern)
+	}
+	return s.write(ctx, obj, revision, pattern, func(w io.Writer) error {
 		_, err := io.Copy(w, r)
 		return err
 	})
@@ -138,7 +149,7 @@ type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-func (s *Store) write(ctx context.Context, obj Object, revision string, fill func(io.Writer) error) (Artifact, error) {
+func (s *Store) write(ctx context.Context, obj Object, revision, pattern string, fill func(io.Writer) error) (Artifact, error) {
 	dir, err := obj.dir()
 	if err != nil {
 		return Artifact{}, err
@@ -172,7 +183,7 @@ func (s *Store) write(ctx context.Context, obj Object, revision string, fill fun
 		return Artifact{}, fmt.Errorf("storing artifact of %s: %w", obj, err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	rel := path.Join(dir, sum+".tar.gz")
+	rel := path.Join(dir, strings.Replace(pattern, "*", sum, 1))
 	final := filepath.Join(s.root, filepath.FromSlash(rel))
 	if err := os.Rename(tmp.Name(), final); err != nil {
 		return Artifact{}, fmt.Errorf("storing artifact of %s: %w", obj, err)

@@ -23,6 +23,8 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 		"source.toolkit.fluxcd.io/v1/GitRepository",
 		"source.toolkit.fluxcd.io/v1/OCIRepository",
 		"source.toolkit.fluxcd.io/v1/ExternalArtifact",
+		"source.toolkit.fluxcd.io/v1/HelmRepository",
+		"source.toolkit.fluxcd.io/v1/HelmChart",
 		"source.extensions.fluxcd.io/v1beta1/ArtifactGenerator",
 		"kustomize.toolkit.fluxcd.io/v1/Kustomization",
 		"helm.toolkit.fluxcd.io/v2/HelmRelease",
@@ -31,7 +33,7 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 			t.Errorf("missing CRD storage version %s (have %v)", want, got)
 		}
 	}
-	if len(all) != 6 {
-		t.Errorf("want 6 CRDs, got %d", len(all))
+	if len(all) != 8 {
+		t.Errorf("want 8 CRDs, got %d", len(all))
 	}
 }

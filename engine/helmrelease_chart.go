@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// chartSourceOf returns the source a HelmRelease installs from: its
+// chartRef, or for spec.chart the HelmChart the engine keeps for it,
+// <release-namespace>-<release-name> in the source's namespace, as Flux
+// names it.
+func chartSourceOf(obj *helmv2.HelmRelease) (kind, namespace, name string, ok bool) {
+	switch {
+	case obj.Spec.ChartRef != nil:
+		cr := obj.Spec.ChartRef
+		return cr.Kind, cr.Namespace, cr.Name, true
+	case obj.Spec.Chart != nil:
+		return sourcev1.HelmChartKind, obj.Spec.Chart.GetNamespace(obj.Namespace), obj.GetHelmChartName(), true
+	}
+	return "", "", "", false
+}
+
+// helmChartFor builds the HelmChart of a HelmRelease's spec.chart, as
+// Flux's helm-controller does.
+func helmChartFor(obj *helmv2.HelmRelease) *sourcev1.HelmChart {
+	tpl := obj.Spec.Chart
+	hc := &sourcev1.HelmChart{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: obj.GetHelmChartName(), Namespace: tpl.GetNamespace(obj.Namespace),
+			Labels: map[string]string{
+				helmv2.GroupVersion.Group + "/name":      obj.Name,
+				helmv2.GroupVersion.Group + "/namespace": obj.Namespace,
+			},
+		},
+		Spec: sourcev1.HelmChartSpec{
+			Chart:   tpl.Spec.Chart,
+			Version: tpl.Spec.Version,
+			SourceRef: sourcev1.LocalHelmChartSourceReference{
+				Kind: tpl.Spec.SourceRef.Kind, Name: tpl.Spec.SourceRef.Name,
+			},
+			Interval:                 tpl.GetInterval(obj.Spec.Interval),
+			ReconcileStrategy:        tpl.Spec.ReconcileStrategy,
+			ValuesFiles:              tpl.Spec.ValuesFiles,
+			IgnoreMissingValuesFiles: tpl.Spec.IgnoreMissingValuesFiles,
+		},
+	}
+	if v := tpl.Spec.Verify; v != nil {
+		hc.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef}
+	}
+	if m := tpl.ObjectMeta; m != nil {
+		hc.Annotations = maps.Clone(m.Annotations)
+		labels := maps.Clone(m.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, hc.Labels)
+		hc.Labels = labels
+	}
+	return hc
+}
+
+// helmChartChanged reports whether the HelmChart in the cluster differs
+// from the one the template gives, in what the template sets.
+func helmChartChanged(have, want *sourcev1.HelmChart) bool {
+	hs, ws := have.Spec, want.Spec
+	return hs.Chart != ws.Chart || hs.Version != ws.Version || hs.SourceRef != ws.SourceRef ||
+		hs.Interval != ws.Interval || hs.ReconcileStrategy != ws.ReconcileStrategy ||
+		!slices.Equal(hs.ValuesFiles, ws.ValuesFiles) || hs.IgnoreMissingValuesFiles != ws.IgnoreMissingValuesFiles ||
+		(hs.Verify == nil) != (ws.Verify == nil) || (hs.Verify != nil && !equality.Semantic.DeepEqual(hs.Verify, ws.Verify)) ||
+		!subset(want.Labels, have.Labels) || !subset(want.Annotations, have.Annotations)
+}
+
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// reconcileHelmChart creates or updates the HelmChart of spec.chart and
+// records it in status.helmChart; for a release that moved to chartRef,
+// it deletes the HelmChart it had. It writes only when something
+// changed.
+func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (outcome, bool) {
+	if obj.Spec.Chart == nil {
+		if obj.Status.HelmChart != "" {
+			if err := e.deleteHelmChart(ctx, obj); err != nil {
+				return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+			}
+			obj.Status.HelmChart = ""
+		}
+		return outcome{}, true
+	}
+	want := helmChartFor(obj)
+	if e.opts.Restricted && want.Namespace != obj.Namespace {
+		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chart.spec.sourceRef in namespace %s: %w", self, want.Namespace, ErrCrossNamespace)), false
+	}
+	if old := obj.Status.HelmChart; old != "" && old != want.Namespace+"/"+want.Name {
+		if err := e.deleteHelmChart(ctx, obj); err != nil {
+			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		}
+	}
+	have := &sourcev1.HelmChart{}
+	err := e.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		err = e.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(want), have)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := e.mgr.GetClient().Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: creating HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
+		}
+	case err != nil:
+		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: reading HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
+	case helmChartChanged(have, want):
+		patch := client.MergeFrom(have.DeepCopy())
+		have.Spec = want.Spec
+		have.Labels = mergeStrings(have.Labels, want.Labels)
+		have.Annotations = mergeStrings(have.Annotations, want.Annotations)
+		if err := e.mgr.GetClient().Patch(ctx, have, patch); err != nil {
+			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: updating HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
+		}
+	}
+	obj.Status.HelmChart = want.Namespace + "/" + want.Name
+	return outcome{}, true
+}
+
+func mergeStrings(dst, src map[string]string) map[string]string {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = map[string]string{}
+	}
+	maps.Copy(dst, src)
+	return dst
+}
+
+// deleteHelmChart deletes the HelmChart status.helmChart names, when it
+// is one this release owns (Flux's labels say so).
+func (e *Engine) deleteHelmChart(ctx context.Context, obj *helmv2.HelmRelease) error {
+	ns, name := obj.Status.GetHelmChart()
+	if name == "" && obj.Spec.Chart != nil {
+		ns, name = obj.Spec.Chart.GetNamespace(obj.Namespace), obj.GetHelmChartName()
+	}
+	if name == "" {
+		return nil
+	}
+	hc := &sourcev1.HelmChart{}
+	if err := e.mgr.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, hc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if hc.Labels[helmv2.GroupVersion.Group+"/name"] != obj.Name || hc.Labels[helmv2.GroupVersion.Group+"/namespace"] != obj.Namespace {
+		return nil
+	}
+	if err := e.mgr.GetClient().Delete(ctx, hc); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting HelmChart %s/%s: %w", ns, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,360 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	helmindex "helm.sh/helm/v4/pkg/repo/v1"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/helmrepo"
+	"github.com/cozystack/cozy-aio/source/oci"
+)
+
+// Reasons of HelmChart failures, as Flux's source-controller writes them.
+const (
+	chartPullErrorReason    = "ChartPullError"
+	chartPackageErrorReason = "ChartPackageError"
+)
+
+// Media types of a Helm chart layer in an OCI registry, current and legacy.
+const (
+	helmChartLayerMediaType       = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+	legacyHelmChartLayerMediaType = "application/tar+gzip"
+)
+
+// helmChartReconciler stores a chart as an artifact: pulled from a
+// HelmRepository (HTTP index or OCI registry), or packaged from a path of
+// a GitRepository or Bucket artifact.
+type helmChartReconciler struct{ e *Engine }
+
+func (r *helmChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &sourcev1.HelmChart{}
+	res, err := r.e.reconcileSource(ctx, req, sourcev1.HelmChartKind, obj,
+		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func() bool { return obj.Spec.Suspend },
+		func(gen int64, handled string) {
+			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
+		})
+	if obj.Name == "" {
+		r.e.graph.Remove(nodeRef{Kind: sourcev1.HelmChartKind, Namespace: req.Namespace, Name: req.Name})
+	}
+	return res, err
+}
+
+// builtChart is a chart archive ready to store, or the news that the
+// stored one still holds.
+type builtChart struct {
+	unchanged      bool
+	data           []byte
+	name, version  string
+	sourceRevision string
+	packaged       bool
+	valuesFiles    []string
+}
+
+func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmChart, sobj source.Object) outcome {
+	e := r.e
+	self := nodeRef{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
+	if err := unsupported(sourcev1.HelmChartKind,
+		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
+		fieldCheck{"spec.valuesFiles", len(obj.Spec.ValuesFiles) > 0},
+	); err != nil {
+		return stalled(UnsupportedFieldReason, err)
+	}
+	sr := obj.Spec.SourceRef
+	switch sr.Kind {
+	case sourcev1.HelmRepositoryKind, sourcev1.GitRepositoryKind, sourcev1.BucketKind:
+	default:
+		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.sourceRef.kind %q is not HelmRepository, GitRepository or Bucket", self, sr.Kind))
+	}
+	e.graph.Set(self, []nodeRef{{Kind: sr.Kind, Namespace: obj.Namespace, Name: sr.Name}})
+	b, out, ok := r.build(ctx, obj, self, "")
+	if !ok {
+		return out
+	}
+	verb, reason := "pulled", sourcev1.ChartPullSucceededReason
+	if b.packaged {
+		verb, reason = "packaged", sourcev1.ChartPackageSucceededReason
+	}
+	obj.Status.ObservedSourceArtifactRevision = b.sourceRevision
+	if b.unchanged {
+		o := succeeded("%s '%s' chart with version '%s'", verb, obj.Status.ObservedChartName, obj.Status.Artifact.Revision)
+		o.reason = reason
+		return o
+	}
+	art, err := e.store.Put(ctx, sobj, b.version, bytes.NewReader(b.data))
+	if err != nil {
+		return failed(meta.ArtifactFailedReason, fmt.Errorf("%s: %w", self, err))
+	}
+	obj.Status.Artifact = toMetaArtifact(art)
+	obj.Status.URL = art.URL
+	obj.Status.ObservedChartName = b.name
+	obj.Status.ObservedValuesFiles = b.valuesFiles
+	if _, err := e.store.GC(ctx, sobj, art); err != nil {
+		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+	}
+	o := succeeded("%s '%s' chart with version '%s'", verb, b.name, b.version)
+	o.reason = reason
+	return o
+}
+
+// build produces the chart archive of obj. pin, when set, is the exact
+// version to build (a rebuild of the version status names); otherwise
+// the spec selects it, and an unchanged chart is not built again.
+func (r *helmChartReconciler) build(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string) (builtChart, outcome, bool) {
+	if obj.Spec.SourceRef.Kind == sourcev1.HelmRepositoryKind {
+		return r.fromRepository(ctx, obj, self, pin)
+	}
+	return r.fromSource(ctx, obj, self, pin)
+}
+
+// unchanged reports whether the stored artifact already is version of
+// the chart the spec names.
+func (r *helmChartReconciler) unchanged(obj *sourcev1.HelmChart, version string) bool {
+	a := obj.Status.Artifact
+	return a != nil && a.Revision == version && r.e.stored(fromMetaArtifact(a)) &&
+		slices.Equal(obj.Status.ObservedValuesFiles, obj.Spec.ValuesFiles) &&
+		(obj.Spec.SourceRef.Kind != sourcev1.HelmRepositoryKind || obj.Status.ObservedChartName == obj.Spec.Chart)
+}
+
+// helmRepository reads the HelmRepository a chart names, from the cache
+// and, when the cache has not seen it yet, from the API server.
+func (e *Engine) helmRepository(ctx context.Context, self nodeRef, namespace, name string) (*sourcev1.HelmRepository, outcome, bool) {
+	repo := &sourcev1.HelmRepository{}
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	err := e.mgr.GetClient().Get(ctx, key, repo)
+	if apierrors.IsNotFound(err) {
+		err = e.mgr.GetAPIReader().Get(ctx, key, repo)
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source HelmRepository/%s/%s not found", self, namespace, name)), false
+		}
+		return nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: reading HelmRepository/%s/%s: %w", self, namespace, name, err)), false
+	}
+	return repo, outcome{}, true
+}
+
+func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string) (builtChart, outcome, bool) {
+	e := r.e
+	repo, out, ok := e.helmRepository(ctx, self, obj.Namespace, obj.Spec.SourceRef.Name)
+	if !ok {
+		return builtChart{}, out, false
+	}
+	if repo.Spec.Type == sourcev1.HelmRepositoryTypeOCI {
+		return r.fromOCI(ctx, obj, self, repo, pin)
+	}
+	repoRef := fmt.Sprintf("HelmRepository/%s/%s", repo.Namespace, repo.Name)
+	opts, err := e.helmRepoOptions(ctx, repo)
+	if err != nil {
+		return builtChart{}, failed(sourcev1.AuthenticationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+	}
+	idx, idxRev, out, ok := r.index(ctx, self, repo, opts, pin != "")
+	if !ok {
+		return builtChart{}, out, false
+	}
+	want := obj.Spec.Version
+	if pin != "" {
+		want = pin
+	}
+	cv, err := helmrepo.Select(idx, obj.Spec.Chart, want)
+	if err != nil {
+		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: %s: %w", self, repoRef, err)), false
+	}
+	b := builtChart{name: obj.Spec.Chart, version: cv.Version, sourceRevision: idxRev}
+	if pin == "" && r.unchanged(obj, cv.Version) {
+		b.unchanged = true
+		return b, outcome{}, true
+	}
+	b.data, err = e.helmRepos.DownloadChart(ctx, repo.Spec.URL, cv, opts)
+	if err != nil {
+		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s %s from %s: %w", self, obj.Spec.Chart, cv.Version, repoRef, err)), false
+	}
+	if _, err := helmrepo.VerifyChart(b.data, obj.Spec.Chart, cv.Version); err != nil {
+		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s %s from %s: %w", self, obj.Spec.Chart, cv.Version, repoRef, err)), false
+	}
+	return b, outcome{}, true
+}
+
+// index returns the parsed index of an HTTP repository and its revision.
+// The leader reads the HelmRepository's artifact; a rebuild on a replica
+// that lacks it (fresh) fetches the index into a scratch store.
+func (r *helmChartReconciler) index(ctx context.Context, self nodeRef, repo *sourcev1.HelmRepository, opts helmrepo.Options, fresh bool) (*helmindex.IndexFile, string, outcome, bool) {
+	e := r.e
+	repoRef := nodeRef{Kind: sourcev1.HelmRepositoryKind, Namespace: repo.Namespace, Name: repo.Name}
+	a := repo.Status.Artifact
+	if a != nil && e.storedIndex(fromMetaArtifact(a)) {
+		idx, err := e.helmRepos.Index(e.store, fromMetaArtifact(a))
+		if err == nil {
+			return idx, a.Revision, outcome{}, true
+		}
+	}
+	if !fresh {
+		if a == nil {
+			return nil, "", waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", repoRef), 0), false
+		}
+		// The store lost the index (a wiped data directory): the
+		// repository fetches it again and wakes this chart.
+		e.enqueue(repoRef)
+		return nil, "", waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s: index %s is being fetched again", repoRef, a.Revision), materializeRetry), false
+	}
+	tmp, err := os.MkdirTemp("", "cozy-helmindex-")
+	if err != nil {
+		return nil, "", failed(meta.ArtifactFailedReason, err), false
+	}
+	defer os.RemoveAll(tmp)
+	scratch, err := source.NewStore(tmp, source.StoreOptions{})
+	if err != nil {
+		return nil, "", failed(meta.ArtifactFailedReason, err), false
+	}
+	sobj := source.Object{Kind: repoRef.Kind, Namespace: repoRef.Namespace, Name: repoRef.Name}
+	res, err := e.helmRepos.FetchIndex(ctx, scratch, sobj, repo.Spec.URL, "", opts)
+	if err != nil {
+		return nil, "", failed(sourcev1.IndexationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+	}
+	idx, err := e.helmRepos.Index(scratch, res.Artifact)
+	if err != nil {
+		return nil, "", failed(sourcev1.IndexationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+	}
+	return idx, res.Digest, outcome{}, true
+}
+
+// fromOCI pulls the chart <url>/<chart> of an OCI HelmRepository: an
+// exact version is a tag, anything else a semver range over the tags.
+func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, repo *sourcev1.HelmRepository, pin string) (builtChart, outcome, bool) {
+	e := r.e
+	reg, err := e.helmRepoRegistry(ctx, repo)
+	if err != nil {
+		return builtChart{}, failed(sourcev1.AuthenticationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+	}
+	chartURL := strings.TrimSuffix(repo.Spec.URL, "/") + "/" + obj.Spec.Chart
+	want := obj.Spec.Version
+	if pin != "" {
+		want = pin
+	}
+	ref := oci.Ref{SemVer: want}
+	if want == "" {
+		ref.SemVer = "*"
+	} else if _, err := semver.StrictNewVersion(want); err == nil {
+		ref = oci.Ref{Tag: strings.ReplaceAll(want, "+", "_")}
+	}
+	opts := oci.Options{Registry: reg, Ref: ref, Timeout: durationOr(repo.Spec.Timeout, 60*time.Second), MaxSize: helmrepo.DefaultMaxChartSize}
+	rev, err := oci.Resolve(ctx, chartURL, opts)
+	if err != nil {
+		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: %w", self, err)), false
+	}
+	version := strings.ReplaceAll(rev.Tag, "_", "+")
+	b := builtChart{name: obj.Spec.Chart, version: version}
+	if pin == "" && r.unchanged(obj, version) {
+		b.unchanged = true
+		return b, outcome{}, true
+	}
+	key := fmt.Sprintf("oci\x00%s\x00%s\x00%x", chartURL, rev.Digest, sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s", reg.DockerConfigJSON, reg.Username, reg.Password)))
+	b.data, err = e.helmRepos.Shared(ctx, key, func(ctx context.Context) ([]byte, error) {
+		opts.Layer = oci.LayerSelector{MediaType: helmChartLayerMediaType}
+		data, _, err := oci.ReadRevision(ctx, chartURL, rev.String, opts)
+		if errors.Is(err, oci.ErrLayerNotFound) {
+			opts.Layer.MediaType = legacyHelmChartLayerMediaType
+			data, _, err = oci.ReadRevision(ctx, chartURL, rev.String, opts)
+		}
+		return data, err
+	})
+	if err == nil {
+		_, err = helmrepo.VerifyChart(b.data, obj.Spec.Chart, version)
+	}
+	if err != nil {
+		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s:%s: %w", self, chartURL, rev.Tag, err)), false
+	}
+	return b, outcome{}, true
+}
+
+// fromSource packages the chart at spec.chart (a path) of a GitRepository
+// or Bucket artifact.
+func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string) (builtChart, outcome, bool) {
+	e := r.e
+	sr := obj.Spec.SourceRef
+	art, out, ok := e.sourceArtifact(ctx, self, sr.Kind, obj.Namespace, sr.Name)
+	if !ok {
+		return builtChart{}, out, false
+	}
+	b := builtChart{packaged: true, sourceRevision: art.Revision}
+	if pin == "" && obj.Status.ObservedSourceArtifactRevision == art.Revision && obj.Status.Artifact != nil &&
+		r.unchanged(obj, obj.Status.Artifact.Revision) {
+		b.unchanged = true
+		return b, outcome{}, true
+	}
+	tmp, err := os.MkdirTemp("", "cozy-helmchart-")
+	if err != nil {
+		return builtChart{}, failed(meta.ArtifactFailedReason, err), false
+	}
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, "src")
+	if err := e.store.Extract(ctx, art, src, source.ExtractOptions{}); err != nil {
+		return builtChart{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting %s/%s/%s: %w", self, sr.Kind, obj.Namespace, sr.Name, err)), false
+	}
+	rel := path.Clean("/" + obj.Spec.Chart)
+	md, data, err := helmrepo.Package(filepath.Join(src, filepath.FromSlash(rel)), versionMetadata(obj, art.Revision))
+	if err != nil {
+		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s of %s/%s/%s: %w", self, rel, sr.Kind, obj.Namespace, sr.Name, err)), false
+	}
+	b.name, b.version, b.data = md.Name, md.Version, data
+	if pin != "" && b.version != pin {
+		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s has version %s now, not %s", self, rel, b.version, pin)), false
+	}
+	if pin == "" && obj.Spec.ReconcileStrategy != sourcev1.ReconcileStrategyRevision && r.unchanged(obj, b.version) &&
+		obj.Status.ObservedChartName == b.name {
+		// ChartVersion: a new artifact only for a new version, as in Flux.
+		b.unchanged = true
+	}
+	return b, outcome{}, true
+}
+
+// versionMetadata is the build metadata Flux appends to the chart version
+// with the Revision strategy: the first 12 hex characters of the source
+// revision's commit or digest.
+func versionMetadata(obj *sourcev1.HelmChart, revision string) string {
+	if obj.Spec.ReconcileStrategy != sourcev1.ReconcileStrategyRevision {
+		return ""
+	}
+	rev := revision
+	if i := strings.LastIndex(rev, ":"); i >= 0 {
+		rev = rev[i+1:]
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return rev
+}
+
+// rebuildHelmChart builds exactly the chart version of revision again, as
+// the HelmChart reconciler built it, into staging.
+func (e *Engine) rebuildHelmChart(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.HelmChart, revision string) (source.Artifact, error) {
+	release, err := e.materializer.slot(ctx)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer release()
+	self := nodeRef{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
+	b, out, ok := (&helmChartReconciler{e: e}).build(ctx, obj, self, revision)
+	if !ok {
+		return source.Artifact{}, errors.New(out.message)
+	}
+	return staging.Put(ctx, sobj, b.version, bytes.NewReader(b.data))
+}

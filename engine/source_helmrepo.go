@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/helmrepo"
+	"github.com/cozystack/cozy-aio/source/oci"
+)
+
+// helmRepositoryReconciler fetches the index of an HTTP(S) Helm
+// repository into an artifact, as Flux does; a repository of type oci has
+// no artifact and is Ready when its registry answers.
+type helmRepositoryReconciler struct{ e *Engine }
+
+func (r *helmRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &sourcev1.HelmRepository{}
+	res, err := r.e.reconcileSource(ctx, req, sourcev1.HelmRepositoryKind, obj,
+		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func() bool { return obj.Spec.Suspend },
+		func(gen int64, handled string) {
+			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
+		})
+	if obj.Name == "" {
+		// Deleted: reconcileSource removed its artifacts.
+		r.e.helmRepos.Forget(source.Object{Kind: sourcev1.HelmRepositoryKind, Namespace: req.Namespace, Name: req.Name})
+	}
+	return res, err
+}
+
+func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmRepository, sobj source.Object) outcome {
+	e := r.e
+	self := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
+	if err := unsupported(sourcev1.HelmRepositoryKind,
+		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
+		fieldCheck{"spec.accessFrom", obj.Spec.AccessFrom != nil},
+	); err != nil {
+		return stalled(UnsupportedFieldReason, err)
+	}
+	if obj.Spec.Type == sourcev1.HelmRepositoryTypeOCI {
+		return r.reconcileOCI(ctx, obj, self)
+	}
+	if !strings.HasPrefix(obj.Spec.URL, "http://") && !strings.HasPrefix(obj.Spec.URL, "https://") {
+		return stalled(sourcev1.URLInvalidReason, fmt.Errorf("%s: URL %q must start with http:// or https:// (or set type: oci)", self, obj.Spec.URL))
+	}
+	opts, err := e.helmRepoOptions(ctx, obj)
+	if err != nil {
+		return failed(sourcev1.AuthenticationFailedReason, err)
+	}
+	last := ""
+	if a := obj.Status.Artifact; a != nil && e.storedIndex(fromMetaArtifact(a)) {
+		last = a.Digest
+	}
+	res, err := e.helmRepos.FetchIndex(ctx, e.store, sobj, obj.Spec.URL, last, opts)
+	if err != nil {
+		return failed(sourcev1.IndexationFailedReason, err)
+	}
+	if res.Unchanged {
+		return succeeded("stored artifact: revision '%s'", res.Digest)
+	}
+	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.URL = res.Artifact.URL
+	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
+		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+	}
+	return succeeded("stored artifact: revision '%s'", res.Artifact.Revision)
+}
+
+// storedIndex reports whether the index artifact status names is in the
+// store under its digest.
+func (e *Engine) storedIndex(a source.Artifact) bool {
+	return e.store.Exists(a) && path.Base(a.Path) == "index-"+strings.TrimPrefix(a.Digest, "sha256:")+".yaml"
+}
+
+// reconcileOCI checks that the registry of an OCI repository answers. As
+// in Flux, the repository has no artifact: HelmCharts pull from it.
+func (r *helmRepositoryReconciler) reconcileOCI(ctx context.Context, obj *sourcev1.HelmRepository, self string) outcome {
+	if !strings.HasPrefix(obj.Spec.URL, "oci://") {
+		return stalled(sourcev1.URLInvalidReason, fmt.Errorf("%s: URL %q must start with oci:// for type oci", self, obj.Spec.URL))
+	}
+	reg, err := r.e.helmRepoRegistry(ctx, obj)
+	if err != nil {
+		return failed(sourcev1.AuthenticationFailedReason, err)
+	}
+	if err := oci.Ping(ctx, obj.Spec.URL, oci.Options{Registry: reg, Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}); err != nil {
+		return failed(meta.FailedReason, fmt.Errorf("%s: %w", self, err))
+	}
+	obj.Status.Artifact = nil
+	obj.Status.URL = ""
+	return succeeded("Helm repository is ready")
+}
+
+// helmRepoOptions reads how to reach an HTTP(S) repository from its
+// Secrets: basic auth from secretRef (with a CA or client certificate
+// there too, as Flux still accepts), TLS from certSecretRef.
+func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmRepository) (helmrepo.Options, error) {
+	ref := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
+	opts := helmrepo.Options{
+		PassCredentials: obj.Spec.PassCredentials,
+		Timeout:         durationOr(obj.Spec.Timeout, 60*time.Second),
+	}
+	if obj.Spec.SecretRef != nil {
+		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		opts.Username, opts.Password = string(s.Data["username"]), string(s.Data["password"])
+		if (opts.Username == "") != (opts.Password == "") {
+			return opts, fmt.Errorf("%s: Secret %s/%s must hold both 'username' and 'password'", ref, s.Namespace, s.Name)
+		}
+		if len(s.Data["ca.crt"]) > 0 || len(s.Data["tls.crt"]) > 0 {
+			if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+				return opts, fmt.Errorf("%s: %w", ref, err)
+			}
+		}
+	}
+	if obj.Spec.CertSecretRef != nil {
+		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+			return opts, fmt.Errorf("%s: %w", ref, err)
+		}
+	}
+	return opts, nil
+}
+
+// helmRepoRegistry reads how to reach the registry of an OCI repository:
+// a dockerconfigjson (or username/password) from secretRef, TLS from
+// certSecretRef, plain HTTP with insecure.
+func (e *Engine) helmRepoRegistry(ctx context.Context, obj *sourcev1.HelmRepository) (oci.Registry, error) {
+	ref := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
+	reg := oci.Registry{PlainHTTP: obj.Spec.Insecure}
+	if obj.Spec.SecretRef != nil {
+		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		if err != nil {
+			return reg, err
+		}
+		reg.DockerConfigJSON = s.Data[".dockerconfigjson"]
+		reg.Username, reg.Password = string(s.Data["username"]), string(s.Data["password"])
+		if len(reg.DockerConfigJSON) == 0 && reg.Username == "" {
+			return reg, fmt.Errorf("%s: Secret %s/%s has neither .dockerconfigjson nor username/password", ref, s.Namespace, s.Name)
+		}
+	}
+	if obj.Spec.CertSecretRef != nil {
+		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		if err != nil {
+			return reg, err
+		}
+		if reg.TLSConfig, err = tlsFromSecret(s); err != nil {
+			return reg, fmt.Errorf("%s: %w", ref, err)
+		}
+	}
+	return reg, nil
+}
