@@ -2,6 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -117,4 +121,131 @@ func TestHelmReleaseChartFromHTTPRepositoryUpgradesOnNewVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "HelmChart and release gone after the HelmRelease", func() bool { return !exists(t, hc) && !exists(t, cm) })
+}
+
+// TestHelmReleaseChartSourcesGiveTheSameRelease installs one HelmRelease
+// three ways: spec.chart from an HTTP repository, spec.chart from an OCI
+// repository, and chartRef to an OCIRepository. The releases and the
+// objects they apply are the same.
+func TestHelmReleaseChartSourcesGiveTheSameRelease(t *testing.T) {
+	ctx := context.Background()
+	repo := helmRepo(t, testenv.HelmRepoOptions{}, demoChart("1.0.0"))
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	startEngine(t, engine.Options{})
+	values := &apiextensionsv1.JSON{Raw: []byte(`{"color":"red"}`)}
+
+	nsHTTP, nsOCI, nsRef := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
+	viaHTTP := chartRelease(nsHTTP, "app", "charts", "1.0.0")
+	viaOCI := chartRelease(nsOCI, "app", "charts", "1.0.0")
+	viaRef := helmRelease(nsRef, "app", "demo")
+	ociRepo := helmRepository(nsOCI, "charts", "oci://"+reg.Host()+"/charts")
+	ociRepo.Spec.Type, ociRepo.Spec.Insecure = sourcev1.HelmRepositoryTypeOCI, true
+	for _, hr := range []*helmv2.HelmRelease{viaHTTP, viaOCI, viaRef} {
+		hr.Spec.Values = values
+	}
+	create(t, helmRepository(nsHTTP, "charts", repo.URL()), ociRepo, chartSource(nsRef, "demo", reg.Host(), "1.0.0"),
+		viaHTTP, viaOCI, viaRef)
+
+	var data []map[string]string
+	for _, hr := range []*helmv2.HelmRelease{viaHTTP, viaOCI, viaRef} {
+		waitFor(t, hr, readyIs(hr, true), "Ready=True")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-settings", Namespace: hr.Namespace}}
+		if !exists(t, cm) {
+			t.Fatalf("%s: no ConfigMap", hr.Namespace)
+		}
+		data = append(data, cm.Data, cm.Labels)
+		// The digests differ: they cover the chart archive, which `helm
+		// package` and `helm push` pack differently.
+		h := hr.Status.History[0]
+		if h.ChartName != "demo" || h.ChartVersion != "1.0.0" || h.Version != 1 || h.Status != "deployed" {
+			t.Fatalf("%s: release %+v differs from %+v", hr.Namespace, h, viaHTTP.Status.History[0])
+		}
+	}
+	for i := range data {
+		if !maps.Equal(data[i], data[i%2]) || data[0]["color"] != "red" {
+			t.Fatalf("ConfigMaps differ: %v", data)
+		}
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(ociRepo), ociRepo); err != nil {
+		t.Fatal(err)
+	}
+	if !conditions.IsReady(ociRepo) || ociRepo.Status.Artifact != nil {
+		t.Fatalf("OCI HelmRepository: Ready %v, artifact %+v (want Ready and none, as Flux)", conditions.IsReady(ociRepo), ociRepo.Status.Artifact)
+	}
+}
+
+// TestHelmRepositoryUnchangedIndexWritesNothing polls an index that does
+// not change: the server answers 304 once it can, no chart is downloaded
+// again, and no object is written.
+func TestHelmRepositoryUnchangedIndexWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	repo := helmRepo(t, testenv.HelmRepoOptions{}, demoChart("1.0.0"))
+	startEngine(t, engine.Options{})
+	hrepo := helmRepository(ns, "charts", repo.URL())
+	hrepo.Spec.Interval = metav1.Duration{Duration: time.Second}
+	hr := chartRelease(ns, "app", "charts", "")
+	create(t, hrepo, hr)
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	hc := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: ns + "-app", Namespace: ns}}
+	if !exists(t, hc) || !exists(t, hrepo) {
+		t.Fatal("HelmChart or HelmRepository missing")
+	}
+	rvs := []string{hrepo.ResourceVersion, hc.ResourceVersion, hr.ResourceVersion}
+	charts := repo.Downloads("/demo-1.0.0.tgz")
+	// HTTP dates have a one-second resolution: the first fetches of an
+	// index written a moment ago download it and compare digests.
+	waitIndexRequests := func(n int) {
+		before, _ := repo.Requests("/index.yaml")
+		eventually(t, 30*time.Second, "index requests", func() bool {
+			now, _ := repo.Requests("/index.yaml")
+			return now >= before+n
+		})
+	}
+	waitIndexRequests(4)
+	downloads := repo.Downloads("/index.yaml")
+	waitIndexRequests(3)
+	if got := repo.Downloads("/index.yaml"); got != downloads {
+		t.Errorf("an unchanged index was downloaded %d more times; want 304s", got-downloads)
+	}
+	if got := repo.Downloads("/demo-1.0.0.tgz"); got != charts || charts != 1 {
+		t.Errorf("chart downloaded %d times, want once", got)
+	}
+	for _, o := range []client.Object{hrepo, hc, hr} {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if now := []string{hrepo.ResourceVersion, hc.ResourceVersion, hr.ResourceVersion}; !slices.Equal(now, rvs) {
+		t.Errorf("resourceVersions of HelmRepository, HelmChart, HelmRelease went from %v to %v: an unchanged index wrote", rvs, now)
+	}
+}
+
+// TestHelmReleasesShareOneChartDownload installs 100 HelmReleases of one
+// chart version from one repository: the chart is downloaded once.
+func TestHelmReleasesShareOneChartDownload(t *testing.T) {
+	ns := cp.Namespace(t)
+	repo := helmRepo(t, testenv.HelmRepoOptions{Username: "u", Password: "p"}, demoChart("1.0.0"))
+	startEngine(t, engine.Options{})
+	hrepo := helmRepository(ns, "charts", repo.URL())
+	hrepo.Spec.SecretRef = &meta.LocalObjectReference{Name: "repo-auth"}
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "repo-auth", Namespace: ns},
+		Data:       map[string][]byte{"username": []byte("u"), "password": []byte("p")},
+	}, hrepo)
+	const n = 100
+	hrs := make([]*helmv2.HelmRelease, n)
+	for i := range hrs {
+		hrs[i] = chartRelease(ns, fmt.Sprintf("app-%03d", i), "charts", "1.0.0")
+		create(t, hrs[i])
+	}
+	for _, hr := range hrs {
+		waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	}
+	if got := repo.Downloads("/demo-1.0.0.tgz"); got != 1 {
+		t.Fatalf("%d HelmReleases downloaded the chart %d times, want once", n, got)
+	}
+	if idx := repo.Downloads("/index.yaml"); idx != 1 {
+		t.Fatalf("index downloaded %d times, want once", idx)
+	}
 }
