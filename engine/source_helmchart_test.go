@@ -249,3 +249,64 @@ func TestHelmReleasesShareOneChartDownload(t *testing.T) {
 		t.Fatalf("index downloaded %d times, want once", idx)
 	}
 }
+
+// prefixed returns files with every path under dir.
+func prefixed(dir string, files map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range files {
+		out[dir+k] = v
+	}
+	return out
+}
+
+// TestHelmChartFromGitRepository packages a chart from a Git path: with
+// the ChartVersion strategy a commit that keeps the version keeps the
+// artifact (as Flux does); with Revision the version carries the commit
+// and the release upgrades.
+func TestHelmChartFromGitRepository(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	git, gr := gitSource(t, ns, "charts", prefixed("charts/demo/", demoChart("1.0.0")))
+	startEngine(t, engine.Options{})
+	byVersion := chartRelease(ns, "by-version", gr.Name, "")
+	byVersion.Spec.Chart.Spec.Chart = "./charts/demo"
+	byVersion.Spec.Chart.Spec.SourceRef.Kind = sourcev1.GitRepositoryKind
+	byRevision := byVersion.DeepCopy()
+	byRevision.Name = "by-revision"
+	byRevision.Spec.Chart.Spec.ReconcileStrategy = sourcev1.ReconcileStrategyRevision
+	create(t, byVersion, byRevision)
+	for _, hr := range []*helmv2.HelmRelease{byVersion, byRevision} {
+		waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	}
+	hc := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: ns + "-by-version", Namespace: ns}}
+	waitFor(t, hc, readyIs(hc, true), "Ready=True")
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(gr), gr); err != nil {
+		t.Fatal(err)
+	}
+	if hc.Status.Artifact.Revision != "1.0.0" || hc.Status.ObservedChartName != "demo" ||
+		hc.Status.ObservedSourceArtifactRevision != gr.Status.Artifact.Revision ||
+		conditions.GetReason(hc, meta.ReadyCondition) != sourcev1.ChartPackageSucceededReason {
+		t.Fatalf("HelmChart status %+v, Ready reason %s", hc.Status, conditions.GetReason(hc, meta.ReadyCondition))
+	}
+	first := hc.Status.Artifact.Digest
+
+	changed := demoChart("1.0.0")
+	changed["values.yaml"] = "color: orange\n"
+	commit, err := git.Commit("main", prefixed("charts/demo/", changed), "orange")
+	if err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, gr)
+	waitFor(t, byRevision, func() bool {
+		return conditions.IsReady(byRevision) && len(byRevision.Status.History) > 0 &&
+			byRevision.Status.History[0].ChartVersion == "1.0.0+"+commit[:12]
+	}, "upgrade to the chart of the new commit")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "by-revision-settings", Namespace: ns}}
+	if !exists(t, cm) || cm.Data["color"] != "orange" {
+		t.Fatalf("ConfigMap after the new commit: %v", cm.Data)
+	}
+	waitFor(t, hc, func() bool { return hc.Status.ObservedSourceArtifactRevision == "main@sha1:"+commit }, "HelmChart saw the commit")
+	if hc.Status.Artifact.Digest != first || hc.Status.Artifact.Revision != "1.0.0" {
+		t.Fatalf("ChartVersion strategy: same version must keep the artifact, got %+v", hc.Status.Artifact)
+	}
+}
