@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	helmindex "helm.sh/helm/v4/pkg/repo/v1"
 
 	"github.com/cozystack/cozy-aio/source"
@@ -74,7 +75,6 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 	self := nodeRef{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
 	if err := unsupported(sourcev1.HelmChartKind,
 		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
-		fieldCheck{"spec.valuesFiles", len(obj.Spec.ValuesFiles) > 0},
 	); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
@@ -129,9 +129,25 @@ func (r *helmChartReconciler) build(ctx context.Context, obj *sourcev1.HelmChart
 // the chart the spec names.
 func (r *helmChartReconciler) unchanged(obj *sourcev1.HelmChart, version string) bool {
 	a := obj.Status.Artifact
-	return a != nil && a.Revision == version && r.e.stored(fromMetaArtifact(a)) &&
-		slices.Equal(obj.Status.ObservedValuesFiles, obj.Spec.ValuesFiles) &&
+	return a != nil && a.Revision == version && r.e.stored(fromMetaArtifact(a)) && sameValuesFiles(obj) &&
 		(obj.Spec.SourceRef.Kind != sourcev1.HelmRepositoryKind || obj.Status.ObservedChartName == obj.Spec.Chart)
+}
+
+// sameValuesFiles reports whether the artifact was built with the values
+// files the spec names: all of them, or with ignoreMissingValuesFiles
+// those of them that existed.
+func sameValuesFiles(obj *sourcev1.HelmChart) bool {
+	have, want := obj.Status.ObservedValuesFiles, obj.Spec.ValuesFiles
+	if !obj.Spec.IgnoreMissingValuesFiles {
+		return slices.Equal(have, want)
+	}
+	i := 0
+	for _, f := range want {
+		if i < len(have) && have[i] == f {
+			i++
+		}
+	}
+	return i == len(have)
 }
 
 // helmRepository reads the HelmRepository a chart names, from the cache
@@ -190,6 +206,20 @@ func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.
 	if _, err := helmrepo.VerifyChart(b.data, obj.Spec.Chart, cv.Version); err != nil {
 		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s %s from %s: %w", self, obj.Spec.Chart, cv.Version, repoRef, err)), false
 	}
+	return withValuesFiles(obj, self, b)
+}
+
+// withValuesFiles packages a pulled chart again with spec.valuesFiles as
+// its default values, as Flux does.
+func withValuesFiles(obj *sourcev1.HelmChart, self nodeRef, b builtChart) (builtChart, outcome, bool) {
+	if len(obj.Spec.ValuesFiles) == 0 {
+		return b, outcome{}, true
+	}
+	p, err := helmrepo.Repack(b.data, helmrepo.ValuesOptions{Files: obj.Spec.ValuesFiles, IgnoreMissing: obj.Spec.IgnoreMissingValuesFiles})
+	if err != nil {
+		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart %s %s: %w", self, b.name, b.version, err)), false
+	}
+	b.data, b.valuesFiles, b.packaged = p.Data, p.ValuesFiles, true
 	return b, outcome{}, true
 }
 
@@ -282,7 +312,7 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 	if err != nil {
 		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s:%s: %w", self, chartURL, rev.Tag, err)), false
 	}
-	return b, outcome{}, true
+	return withValuesFiles(obj, self, b)
 }
 
 // fromSource packages the chart at spec.chart (a path) of a GitRepository
@@ -310,11 +340,17 @@ func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.Helm
 		return builtChart{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting %s/%s/%s: %w", self, sr.Kind, obj.Namespace, sr.Name, err)), false
 	}
 	rel := path.Clean("/" + obj.Spec.Chart)
-	md, data, err := helmrepo.Package(filepath.Join(src, filepath.FromSlash(rel)), versionMetadata(obj, art.Revision))
+	chartDir := filepath.Join(src, filepath.FromSlash(rel))
+	p, err := helmrepo.Package(chartDir, helmrepo.PackageOptions{
+		VersionMetadata: versionMetadata(obj, art.Revision),
+		Values:          helmrepo.ValuesOptions{Files: obj.Spec.ValuesFiles, IgnoreMissing: obj.Spec.IgnoreMissingValuesFiles},
+		ValuesRoot:      src,
+		Dependencies:    r.dependencies(ctx, obj, self, src, chartDir),
+	})
 	if err != nil {
 		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s of %s/%s/%s: %w", self, rel, sr.Kind, obj.Namespace, sr.Name, err)), false
 	}
-	b.name, b.version, b.data = md.Name, md.Version, data
+	b.name, b.version, b.data, b.valuesFiles = p.Metadata.Name, p.Metadata.Version, p.Data, p.ValuesFiles
 	if pin != "" && b.version != pin {
 		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s has version %s now, not %s", self, rel, b.version, pin)), false
 	}
@@ -357,4 +393,41 @@ func (e *Engine) rebuildHelmChart(ctx context.Context, staging *source.Store, so
 		return source.Artifact{}, errors.New(out.message)
 	}
 	return staging.Put(ctx, sobj, b.version, bytes.NewReader(b.data))
+}
+
+// dependencies resolves the dependencies a packaged chart does not vendor:
+// file:// paths inside the source, and charts of repositories that a
+// HelmRepository of the chart's namespace names (its credentials apply).
+// Other repositories are refused rather than fetched anonymously.
+func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, root, chartDir string) helmrepo.DependencyResolver {
+	return func(dep *chartv2.Dependency) ([]byte, error) {
+		if rest, ok := strings.CutPrefix(dep.Repository, "file://"); ok {
+			dir := filepath.Join(chartDir, filepath.FromSlash(rest))
+			if rel, err := filepath.Rel(root, dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return nil, fmt.Errorf("%s is outside the source", dep.Repository)
+			}
+			p, err := helmrepo.Package(dir, helmrepo.PackageOptions{})
+			return p.Data, err
+		}
+		var repos sourcev1.HelmRepositoryList
+		if err := r.e.mgr.GetClient().List(ctx, &repos, client.InNamespace(obj.Namespace)); err != nil {
+			return nil, err
+		}
+		for i := range repos.Items {
+			hr := &repos.Items[i]
+			if strings.TrimSuffix(hr.Spec.URL, "/") != strings.TrimSuffix(dep.Repository, "/") {
+				continue
+			}
+			sub := &sourcev1.HelmChart{ObjectMeta: obj.ObjectMeta, Spec: sourcev1.HelmChartSpec{
+				Chart: dep.Name, Version: dep.Version,
+				SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: hr.Name},
+			}}
+			b, out, ok := r.fromRepository(ctx, sub, self, "")
+			if !ok {
+				return nil, errors.New(out.message)
+			}
+			return b.data, nil
+		}
+		return nil, fmt.Errorf("no HelmRepository in namespace %s has the URL %s", obj.Namespace, dep.Repository)
+	}
 }

@@ -310,3 +310,55 @@ func TestHelmChartFromGitRepository(t *testing.T) {
 		t.Fatalf("ChartVersion strategy: same version must keep the artifact, got %+v", hc.Status.Artifact)
 	}
 }
+
+// TestHelmChartValuesFilesAndDependencies packages a Git chart whose
+// dependency comes from a chart repository that a HelmRepository names
+// (with its credentials), with values files merged over the defaults;
+// and merges values files into a chart pulled from that repository,
+// skipping a missing one with ignoreMissingValuesFiles.
+func TestHelmChartValuesFilesAndDependencies(t *testing.T) {
+	ns := cp.Namespace(t)
+	prod := demoChart("1.0.0")
+	prod["values-prod.yaml"] = "color: black\n"
+	repo := helmRepo(t, testenv.HelmRepoOptions{Username: "u", Password: "p"}, prod)
+	umbrella := map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: umbrella\nversion: 2.0.0\ndependencies:\n- name: demo\n  version: 1.x\n  repository: " + repo.URL() + "\n",
+		"values.yaml":      "demo:\n  color: white\n",
+		"values-prod.yaml": "demo:\n  color: purple\n",
+	}
+	_, gr := gitSource(t, ns, "platform", prefixed("charts/umbrella/", umbrella))
+	startEngine(t, engine.Options{})
+	hrepo := helmRepository(ns, "charts", repo.URL())
+	hrepo.Spec.SecretRef = &meta.LocalObjectReference{Name: "repo-auth"}
+	fromGit := chartRelease(ns, "umbrella", gr.Name, "")
+	fromGit.Spec.Chart.Spec.Chart = "charts/umbrella"
+	fromGit.Spec.Chart.Spec.SourceRef.Kind = sourcev1.GitRepositoryKind
+	fromGit.Spec.Chart.Spec.ValuesFiles = []string{"charts/umbrella/values.yaml", "charts/umbrella/values-prod.yaml"}
+	fromRepo := chartRelease(ns, "pulled", "charts", "1.0.0")
+	fromRepo.Spec.Chart.Spec.ValuesFiles = []string{"values.yaml", "values-prod.yaml", "values-missing.yaml"}
+	fromRepo.Spec.Chart.Spec.IgnoreMissingValuesFiles = true
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "repo-auth", Namespace: ns},
+		Data:       map[string][]byte{"username": []byte("u"), "password": []byte("p")},
+	}, hrepo, fromGit, fromRepo)
+	for _, tc := range []struct {
+		hr    *helmv2.HelmRelease
+		color string
+		files []string
+	}{
+		{fromGit, "purple", fromGit.Spec.Chart.Spec.ValuesFiles},
+		{fromRepo, "black", []string{"values.yaml", "values-prod.yaml"}},
+	} {
+		waitFor(t, tc.hr, readyIs(tc.hr, true), "Ready=True")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: tc.hr.Name + "-settings", Namespace: ns}}
+		if !exists(t, cm) || cm.Data["color"] != tc.color {
+			t.Errorf("%s: ConfigMap %v, want color %s", tc.hr.Name, cm.Data, tc.color)
+		}
+		hc := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + tc.hr.Name, Namespace: ns}}
+		if !exists(t, hc) || !slices.Equal(hc.Status.ObservedValuesFiles, tc.files) ||
+			conditions.GetReason(hc, meta.ReadyCondition) != sourcev1.ChartPackageSucceededReason {
+			t.Errorf("%s: observedValuesFiles %v (want %v), Ready reason %s", hc.Name, hc.Status.ObservedValuesFiles, tc.files,
+				conditions.GetReason(hc, meta.ReadyCondition))
+		}
+	}
+}
