@@ -89,6 +89,10 @@ type Options struct {
 	// instead. Defaults: 500 and 1000.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// HelmIndexMaxSize and HelmChartMaxSize refuse a larger Helm
+	// repository index or chart archive, as Flux's --helm-index-max-size
+	// and --helm-chart-max-size. Defaults: 50 MiB and 10 MiB.
+	HelmIndexMaxSize, HelmChartMaxSize int64
 }
 
 func (o Options) withDefaults() Options {

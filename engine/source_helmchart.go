@@ -285,7 +285,11 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 	} else if _, err := semver.StrictNewVersion(want); err == nil {
 		ref = oci.Ref{Tag: strings.ReplaceAll(want, "+", "_")}
 	}
-	opts := oci.Options{Registry: reg, Ref: ref, Timeout: durationOr(repo.Spec.Timeout, 60*time.Second), MaxSize: helmrepo.DefaultMaxChartSize}
+	maxSize := e.opts.HelmChartMaxSize
+	if maxSize <= 0 {
+		maxSize = helmrepo.DefaultMaxChartSize
+	}
+	opts := oci.Options{Registry: reg, Ref: ref, Timeout: durationOr(repo.Spec.Timeout, 60*time.Second), MaxSize: maxSize}
 	rev, err := oci.Resolve(ctx, chartURL, opts)
 	if err != nil {
 		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: %w", self, err)), false

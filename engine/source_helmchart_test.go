@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -12,10 +13,13 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	helmindex "helm.sh/helm/v4/pkg/repo/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/internal/testenv"
@@ -359,6 +363,157 @@ func TestHelmChartValuesFilesAndDependencies(t *testing.T) {
 			conditions.GetReason(hc, meta.ReadyCondition) != sourcev1.ChartPackageSucceededReason {
 			t.Errorf("%s: observedValuesFiles %v (want %v), Ready reason %s", hc.Name, hc.Status.ObservedValuesFiles, tc.files,
 				conditions.GetReason(hc, meta.ReadyCondition))
+		}
+	}
+}
+
+func helmChart(ns, name, repo, chart, version string) *sourcev1.HelmChart {
+	return &sourcev1.HelmChart{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: sourcev1.HelmChartSpec{
+			Chart: chart, Version: version, Interval: metav1.Duration{Duration: time.Hour},
+			SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: repo},
+		},
+	}
+}
+
+// indexYAML writes an index with Helm's repo package: one entry per
+// chart file, without digests.
+func indexYAML(t *testing.T, entries map[string]*chartv2.Metadata) []byte {
+	t.Helper()
+	idx := helmindex.NewIndexFile()
+	for file, md := range entries {
+		if err := idx.MustAdd(md, file, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := yaml.Marshal(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHelmSourcesBadInputs: each bad repository or chart gets Ready=False
+// naming the object and the cause, and the good ones beside them are
+// Ready.
+func TestHelmSourcesBadInputs(t *testing.T) {
+	ns := cp.Namespace(t)
+	const maxIndex = 64 << 10
+	startEngine(t, engine.Options{HelmIndexMaxSize: maxIndex})
+
+	good := helmRepo(t, testenv.HelmRepoOptions{}, demoChart("1.0.0"))
+	notYAML := helmRepo(t, testenv.HelmRepoOptions{})
+	notYAML.Serve("/index.yaml", []byte("<html>this is not an index</html>\n\tkey: [\n"))
+	huge := helmRepo(t, testenv.HelmRepoOptions{})
+	huge.Serve("/index.yaml", append([]byte("apiVersion: v1\nentries: {}\n# "), bytes.Repeat([]byte("x"), maxIndex)...))
+	private := helmRepo(t, testenv.HelmRepoOptions{Username: "u", Password: "p"}, demoChart("1.0.0"))
+	tlsRepo := helmRepo(t, testenv.HelmRepoOptions{TLS: true}, demoChart("1.0.0"))
+	// The chart lives on another host, which also wants credentials.
+	elsewhere := helmRepo(t, testenv.HelmRepoOptions{Username: "u", Password: "p"}, demoChart("1.0.0"))
+	pointer := helmRepo(t, testenv.HelmRepoOptions{Username: "u", Password: "p"})
+	if _, err := pointer.AddChart(demoChart("1.0.0"), elsewhere.URL()); err != nil {
+		t.Fatal(err)
+	}
+	// An entry whose archive is no chart, and one whose Chart.yaml names
+	// another chart.
+	liar := helmRepo(t, testenv.HelmRepoOptions{})
+	other := demoChart("2.0.0")
+	other["Chart.yaml"] = "apiVersion: v2\nname: impostor\nversion: 2.0.0\n"
+	otherFile, err := liar.AddChart(other, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	liar.Serve("/index.yaml", indexYAML(t, map[string]*chartv2.Metadata{
+		"junk.tgz": {APIVersion: "v2", Name: "demo", Version: "1.0.0"},
+		otherFile:  {APIVersion: "v2", Name: "demo", Version: "2.0.0"},
+	}))
+	liar.Serve("/junk.tgz", []byte("this is not a gzip archive"))
+
+	secret := func(name string, data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}
+		return s
+	}
+	withSecret := func(r *sourcev1.HelmRepository, name string) *sourcev1.HelmRepository {
+		r.Spec.SecretRef = &meta.LocalObjectReference{Name: name}
+		return r
+	}
+	trusted := helmRepository(ns, "tls-trusted", tlsRepo.URL())
+	trusted.Spec.CertSecretRef = &meta.LocalObjectReference{Name: "ca"}
+	passing := withSecret(helmRepository(ns, "pointer-pass", pointer.URL()), "auth")
+	passing.Spec.PassCredentials = true
+	repos := map[string]*sourcev1.HelmRepository{
+		"good":           helmRepository(ns, "good", good.URL()),
+		"not-yaml":       helmRepository(ns, "not-yaml", notYAML.URL()),
+		"huge":           helmRepository(ns, "huge", huge.URL()),
+		"anonymous":      helmRepository(ns, "anonymous", private.URL()),
+		"wrong-password": withSecret(helmRepository(ns, "wrong-password", private.URL()), "wrong"),
+		"tls-unknown-ca": helmRepository(ns, "tls-unknown-ca", tlsRepo.URL()),
+		"tls-trusted":    trusted,
+		"unreachable":    helmRepository(ns, "unreachable", "http://127.0.0.1:1"),
+		"pointer":        withSecret(helmRepository(ns, "pointer", pointer.URL()), "auth"),
+		"pointer-pass":   passing,
+		"liar":           helmRepository(ns, "liar", liar.URL()),
+	}
+	repos["unreachable"].Spec.Timeout = &metav1.Duration{Duration: 5 * time.Second}
+	charts := map[string]*sourcev1.HelmChart{
+		"good":         helmChart(ns, "good", "good", "demo", "1.x"),
+		"no-match":     helmChart(ns, "no-match", "good", "demo", ">=5.0.0"),
+		"no-chart":     helmChart(ns, "no-chart", "good", "absent", ""),
+		"other-host":   helmChart(ns, "other-host", "pointer", "demo", "1.0.0"),
+		"passed-creds": helmChart(ns, "passed-creds", "pointer-pass", "demo", "1.0.0"),
+		"not-a-chart":  helmChart(ns, "not-a-chart", "liar", "demo", "1.0.0"),
+		"impostor":     helmChart(ns, "impostor", "liar", "demo", "2.0.0"),
+		"tls":          helmChart(ns, "tls", "tls-trusted", "demo", "1.0.0"),
+	}
+	create(t, secret("auth", map[string]string{"username": "u", "password": "p"}),
+		secret("wrong", map[string]string{"username": "u", "password": "nope"}),
+		secret("ca", map[string]string{"ca.crt": string(tlsRepo.CACert())}))
+	for _, r := range repos {
+		create(t, r)
+	}
+	for _, c := range charts {
+		create(t, c)
+	}
+
+	for _, name := range []string{"good", "tls-trusted", "pointer", "pointer-pass", "liar"} {
+		waitFor(t, repos[name], readyIs(repos[name], true), "Ready=True")
+	}
+	for _, name := range []string{"good", "passed-creds", "tls"} {
+		waitFor(t, charts[name], readyIs(charts[name], true), "Ready=True")
+	}
+	for _, tc := range []struct {
+		obj  interface {
+			client.Object
+			conditions.Getter
+		}
+		says []string
+	}{
+		{repos["not-yaml"], []string{"HelmRepository/" + ns + "/not-yaml", "invalid Helm repository index"}},
+		{repos["huge"], []string{"HelmRepository/" + ns + "/huge", "larger than the limit of 65536 bytes"}},
+		{repos["anonymous"], []string{"HelmRepository/" + ns + "/anonymous", "401 Unauthorized", "authentication failed"}},
+		{repos["wrong-password"], []string{"HelmRepository/" + ns + "/wrong-password", "401 Unauthorized"}},
+		{repos["tls-unknown-ca"], []string{"HelmRepository/" + ns + "/tls-unknown-ca", "certificate signed by unknown authority"}},
+		{repos["unreachable"], []string{"HelmRepository/" + ns + "/unreachable", "connection refused"}},
+		{charts["no-match"], []string{"HelmChart/" + ns + "/no-match", `no "demo" chart with version matching ">=5.0.0"`, "newest available: 1.0.0"}},
+		{charts["no-chart"], []string{"HelmChart/" + ns + "/no-chart", `chart not found in the index: "absent"`}},
+		{charts["other-host"], []string{"HelmChart/" + ns + "/other-host", "401 Unauthorized", "passCredentials"}},
+		{charts["not-a-chart"], []string{"HelmChart/" + ns + "/not-a-chart", "invalid chart archive"}},
+		{charts["impostor"], []string{"HelmChart/" + ns + "/impostor", `Chart.yaml names chart "impostor", want "demo"`}},
+	} {
+		waitFor(t, tc.obj, func() bool {
+			return readyIs(tc.obj, false)() && containsAll(conditions.GetMessage(tc.obj, meta.ReadyCondition), tc.says)
+		}, fmt.Sprintf("Ready=False saying %q", tc.says))
+	}
+	// The chart on another host got no credentials without
+	// passCredentials, and got them with it.
+	total, authed := elsewhere.Requests("/demo-1.0.0.tgz")
+	if total < 2 || authed != 1 {
+		t.Fatalf("chart on the other host: %d requests, %d with credentials; want the passCredentials one only", total, authed)
+	}
+	for _, c := range []*sourcev1.HelmChart{charts["good"], charts["passed-creds"], charts["tls"]} {
+		if !conditions.IsReady(c) {
+			t.Fatalf("%s should stay Ready beside the bad inputs", c.Name)
 		}
 	}
 }

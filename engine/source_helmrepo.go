@@ -106,6 +106,8 @@ func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmReposito
 	opts := helmrepo.Options{
 		PassCredentials: obj.Spec.PassCredentials,
 		Timeout:         durationOr(obj.Spec.Timeout, 60*time.Second),
+		MaxIndexSize:    e.opts.HelmIndexMaxSize,
+		MaxChartSize:    e.opts.HelmChartMaxSize,
 	}
 	if obj.Spec.SecretRef != nil {
 		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
