@@ -96,6 +96,9 @@ func (r *HelmRepo) Close() {
 	os.RemoveAll(r.dir)
 }
 
+// Dir returns the directory the repository serves.
+func (r *HelmRepo) Dir() string { return r.dir }
+
 // URL returns the repository URL, http(s)://127.0.0.1:port.
 func (r *HelmRepo) URL() string { return r.srv.URL }
 

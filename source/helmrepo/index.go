@@ -85,17 +85,22 @@ func (c *Client) FetchIndex(ctx context.Context, store *source.Store, obj source
 		return IndexResult{}, fmt.Errorf("%s: %w", obj, err)
 	}
 	digest := "sha256:" + sha256Hex(b)
+	remember := func() {
+		c.mu.Lock()
+		c.validators[key] = validator{digest: digest, etag: resp.Header.Get("ETag"), lastModified: settledLastModified(resp.Header)}
+		c.mu.Unlock()
+	}
+	if digest == lastDigest {
+		// The caller's artifact was parsed when it was stored.
+		remember()
+		return IndexResult{Unchanged: true, Downloaded: true, Digest: digest}, nil
+	}
 	idx, err := ParseIndex(b)
 	if err != nil {
 		return IndexResult{}, fmt.Errorf("%s: index %s: %w", obj, redact(u), err)
 	}
 	c.indexes.put(digest, &parsedIndex{index: idx}, int64(len(b)))
-	c.mu.Lock()
-	c.validators[key] = validator{digest: digest, etag: resp.Header.Get("ETag"), lastModified: settledLastModified(resp.Header)}
-	c.mu.Unlock()
-	if digest == lastDigest {
-		return IndexResult{Unchanged: true, Downloaded: true, Digest: digest}, nil
-	}
+	remember()
 	art, err := store.PutFile(ctx, obj, digest, "index-*.yaml", bytes.NewReader(b))
 	if err != nil {
 		return IndexResult{}, err
