@@ -326,7 +326,7 @@ func TestHelmChartValuesFilesAndDependencies(t *testing.T) {
 	prod["values-prod.yaml"] = "color: black\n"
 	repo := helmRepo(t, testenv.HelmRepoOptions{Username: "u", Password: "p"}, prod)
 	umbrella := map[string]string{
-		"Chart.yaml": "apiVersion: v2\nname: umbrella\nversion: 2.0.0\ndependencies:\n- name: demo\n  version: 1.x\n  repository: " + repo.URL() + "\n",
+		"Chart.yaml":       "apiVersion: v2\nname: umbrella\nversion: 2.0.0\ndependencies:\n- name: demo\n  version: 1.x\n  repository: " + repo.URL() + "\n",
 		"values.yaml":      "demo:\n  color: white\n",
 		"values-prod.yaml": "demo:\n  color: purple\n",
 	}
@@ -483,7 +483,7 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 		waitFor(t, charts[name], readyIs(charts[name], true), "Ready=True")
 	}
 	for _, tc := range []struct {
-		obj  interface {
+		obj interface {
 			client.Object
 			conditions.Getter
 		}
