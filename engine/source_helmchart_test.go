@@ -517,3 +517,75 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestMaterializeRebuildsHelmCharts lets an engine build HelmChart
+// artifacts pulled over HTTP (with credentials), pulled from an OCI
+// repository, and packaged from Git with values files; empties its
+// store; then installs releases with chartRef to them. Each chart comes
+// back byte for byte the one status names, as a standby rebuilds it, and
+// no reconciler rewrote their status.
+func TestMaterializeRebuildsHelmCharts(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	repo := helmRepo(t, testenv.HelmRepoOptions{Username: "u", Password: "p"}, demoChart("1.0.0"))
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	chartFiles := prefixed("charts/demo/", demoChart("1.0.0"))
+	chartFiles["env/prod.yaml"] = "color: teal\n"
+	_, gr := gitSource(t, ns, "platform", chartFiles)
+	e := startEngine(t, engine.Options{})
+	httpRepo := withAuth(helmRepository(ns, "http", repo.URL()))
+	ociRepo := helmRepository(ns, "oci", "oci://"+reg.Host()+"/charts")
+	ociRepo.Spec.Type, ociRepo.Spec.Insecure = sourcev1.HelmRepositoryTypeOCI, true
+	fromGit := helmChart(ns, "from-git", gr.Name, "charts/demo", "")
+	fromGit.Spec.SourceRef.Kind = sourcev1.GitRepositoryKind
+	fromGit.Spec.ValuesFiles = []string{"env/prod.yaml"}
+	charts := []*sourcev1.HelmChart{helmChart(ns, "from-http", "http", "demo", "1.x"), helmChart(ns, "from-oci", "oci", "demo", "1.x"), fromGit}
+	create(t, repoAuth(ns), httpRepo, ociRepo)
+	for _, c := range charts {
+		create(t, c)
+	}
+	built := map[string]meta.Artifact{}
+	for _, c := range charts {
+		waitFor(t, c, readyIs(c, true), "Ready=True")
+		built[c.Name] = *c.Status.Artifact.DeepCopy()
+	}
+	wipeStore(t, e)
+	var hrs []*helmv2.HelmRelease
+	for _, c := range charts {
+		hr := helmRelease(ns, "app-"+c.Name, c.Name)
+		hr.Spec.ChartRef.Kind = sourcev1.HelmChartKind
+		hrs = append(hrs, hr)
+		create(t, hr)
+	}
+	for _, hr := range hrs {
+		waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-from-git-settings", Namespace: ns}}
+	if !exists(t, cm) || cm.Data["color"] != "teal" {
+		t.Errorf("chart packaged from Git: ConfigMap %v, want color teal from the values file", cm.Data)
+	}
+	for _, c := range charts {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+			t.Fatal(err)
+		}
+		want, got := built[c.Name], c.Status.Artifact
+		if got.Digest != want.Digest || !got.LastUpdateTime.Equal(&want.LastUpdateTime) {
+			t.Errorf("%s: status changed from %+v to %+v: a reconciler rebuilt it", c.Name, want, *got)
+		}
+		if d := fileDigest(e, got); d != want.Digest {
+			t.Errorf("%s: the store holds %q at %s, want the status digest %s", c.Name, d, got.Path, want.Digest)
+		}
+	}
+}
+
+func repoAuth(ns string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "repo-auth", Namespace: ns},
+		Data:       map[string][]byte{"username": []byte("u"), "password": []byte("p")},
+	}
+}
+
+func withAuth(r *sourcev1.HelmRepository) *sourcev1.HelmRepository {
+	r.Spec.SecretRef = &meta.LocalObjectReference{Name: "repo-auth"}
+	return r
+}
