@@ -35,6 +35,7 @@ func main() {
 	flag.IntVar(&o.Releases, "releases", envInt("DEMO_RELEASES", 5), "HelmReleases per tenant on average (DEMO_RELEASES)")
 	flag.BoolVar(&o.Break, "break", os.Getenv("DEMO_BREAK") == "1", "give one tenant a broken chart (DEMO_BREAK=1)")
 	flag.BoolVar(&o.Scale, "scale", os.Getenv("DEMO_SCALE") == "1", "the scale benchmark's shape (DEMO_SCALE=1)")
+	flag.StringVar(&o.ChartSource, "chart-source", os.Getenv("DEMO_CHART_SOURCE"), `in the scale shape, "helmrepository" takes the charts from spec.chart and an HTTP HelmRepository instead of chartRef (DEMO_CHART_SOURCE)`)
 	flag.BoolVar(&o.KeepLeader, "keep-leader", os.Getenv("DEMO_KILL") == "0", "with several replicas, kill no one (DEMO_KILL=0)")
 	flag.IntVar(&o.Replicas, "replicas", envInt("DEMO_REPLICAS", 1), "cozy-aio replicas, as on that many control-plane nodes; with more than one the leader is killed once a third of the tenant releases are Ready (DEMO_REPLICAS)")
 	flag.IntVar(&o.Nodes, "nodes", 3, "simulated nodes")

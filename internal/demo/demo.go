@@ -69,6 +69,11 @@ type Options struct {
 	// KeepLeader, with several replicas, kills no one: for measuring what
 	// the coordination costs (make bench-scale).
 	KeepLeader bool
+	// ChartSource, in the scale shape, is where the releases take their
+	// chart from: "" (chartRef to an OCIRepository) or "helmrepository"
+	// (spec.chart from an HTTP Helm repository with basic auth, one
+	// HelmChart per release, as Flux does).
+	ChartSource string
 }
 
 func (o Options) withDefaults() Options {
@@ -205,8 +210,9 @@ type harness struct {
 	res  *Result
 	say  func(format string, args ...any)
 
-	git     *testenv.GitServer
-	reg     *testenv.Registry
+	git      *testenv.GitServer
+	reg      *testenv.Registry
+	helmRepo *testenv.HelmRepo
 	cluster *testenv.Cluster
 	cp      *testenv.ControlPlane
 	c       client.Client
@@ -635,6 +641,9 @@ func (h *harness) teardown() {
 	}
 	if h.reg != nil {
 		h.reg.Close()
+	}
+	if h.helmRepo != nil {
+		h.helmRepo.Close()
 	}
 }
 

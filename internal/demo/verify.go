@@ -384,16 +384,19 @@ func (h *harness) seedScale(ctx context.Context) error {
 			},
 		},
 	}
+	chartFrom, err := h.scaleChartSource(&objs)
+	if err != nil {
+		return err
+	}
 	for _, t := range h.res.Tenants {
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: map[string]string{TenantLabel: t.Name}}})
 		for r := 1; r <= t.Releases; r++ {
-			objs = append(objs, &helmv2.HelmRelease{
+			hr := &helmv2.HelmRelease{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", r), Namespace: t.Name},
-				Spec: helmv2.HelmReleaseSpec{
-					Interval: metav1.Duration{Duration: 30 * time.Minute},
-					ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "configmaps", Namespace: SystemNamespace},
-				},
-			})
+				Spec:       helmv2.HelmReleaseSpec{Interval: metav1.Duration{Duration: 30 * time.Minute}},
+			}
+			chartFrom(hr)
+			objs = append(objs, hr)
 		}
 	}
 	h.say("creating %d objects: %d tenant namespaces, %d HelmReleases, the chart source", len(objs), len(h.res.Tenants), h.expectedReleases())
@@ -435,4 +438,45 @@ func (h *harness) verifyScale(ctx context.Context) {
 	}
 	want := 3 * h.expectedReleases()
 	h.check("configmaps", n == want, "%d of %d ConfigMaps rendered by the releases exist", n, want)
+}
+
+// scaleChartSource returns how each scale release names its chart: by
+// chartRef to the OCIRepository, or with Options.ChartSource
+// "helmrepository" by spec.chart from a HelmRepository served over HTTP
+// with basic auth, whose objects it adds.
+func (h *harness) scaleChartSource(objs *[]client.Object) (func(*helmv2.HelmRelease), error) {
+	switch h.opts.ChartSource {
+	case "":
+		return func(hr *helmv2.HelmRelease) {
+			hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "configmaps", Namespace: SystemNamespace}
+		}, nil
+	case "helmrepository":
+	default:
+		return nil, fmt.Errorf("chart source %q is not \"\" or \"helmrepository\"", h.opts.ChartSource)
+	}
+	var err error
+	if h.helmRepo, err = testenv.StartHelmRepo(testenv.HelmRepoOptions{Username: "demo", Password: "demo"}); err != nil {
+		return nil, err
+	}
+	if _, err := h.helmRepo.AddChart(configMapsChart(), ""); err != nil {
+		return nil, err
+	}
+	*objs = append(*objs,
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "charts-auth", Namespace: SystemNamespace},
+			StringData: map[string]string{"username": "demo", "password": "demo"},
+		},
+		&sourcev1.HelmRepository{
+			ObjectMeta: metav1.ObjectMeta{Name: "charts", Namespace: SystemNamespace},
+			Spec: sourcev1.HelmRepositorySpec{
+				URL: h.helmRepo.URL(), Interval: metav1.Duration{Duration: 30 * time.Minute},
+				SecretRef: &meta.LocalObjectReference{Name: "charts-auth"},
+			},
+		})
+	return func(hr *helmv2.HelmRelease) {
+		hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+			Chart: "configmaps", Version: "1.x",
+			SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts", Namespace: SystemNamespace},
+		}}
+	}, nil
 }
