@@ -118,11 +118,17 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 	if apierrors.IsNotFound(err) {
 		err = e.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(want), have)
 	}
+	obj.Status.HelmChart = want.Namespace + "/" + want.Name
+	// Until the HelmChart has reconciled its latest spec, its artifact may
+	// be another version's: wait, as Flux does; its readiness wakes the
+	// release.
+	pending := waiting(meta.DependencyNotReadyReason, fmt.Sprintf("HelmChart '%s/%s' is not ready: its latest generation is not reconciled yet", want.Namespace, want.Name), 0)
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := e.mgr.GetClient().Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: creating HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
 		}
+		return pending, false
 	case err != nil:
 		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: reading HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
 	case helmChartChanged(have, want):
@@ -133,8 +139,10 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 		if err := e.mgr.GetClient().Patch(ctx, have, patch); err != nil {
 			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: updating HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
 		}
+		return pending, false
+	case have.Status.ObservedGeneration != have.Generation:
+		return pending, false
 	}
-	obj.Status.HelmChart = want.Namespace + "/" + want.Name
 	return outcome{}, true
 }
 
