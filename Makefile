@@ -66,6 +66,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) ./source/
 	$(GO) test -run '^$$' -fuzz '^FuzzCopyPaths$$' -fuzztime $(FUZZTIME) ./source/generate/
 	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./apply/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseIndex$$' -fuzztime $(FUZZTIME) ./source/helmrepo/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:
