@@ -203,9 +203,6 @@ func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.
 	if err != nil {
 		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s %s from %s: %w", self, obj.Spec.Chart, cv.Version, repoRef, err)), false
 	}
-	if _, err := helmrepo.VerifyChart(b.data, obj.Spec.Chart, cv.Version); err != nil {
-		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s %s from %s: %w", self, obj.Spec.Chart, cv.Version, repoRef, err)), false
-	}
 	return withValuesFiles(obj, self, b)
 }
 
@@ -300,7 +297,7 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 		b.unchanged = true
 		return b, outcome{}, true
 	}
-	key := fmt.Sprintf("oci\x00%s\x00%s\x00%x", chartURL, rev.Digest, sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s", reg.DockerConfigJSON, reg.Username, reg.Password)))
+	key := fmt.Sprintf("oci\x00%s\x00%s\x00%s\x00%x", chartURL, rev.Tag, rev.Digest, sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s", reg.DockerConfigJSON, reg.Username, reg.Password)))
 	b.data, err = e.helmRepos.Shared(ctx, key, func(ctx context.Context) ([]byte, error) {
 		opts.Layer = oci.LayerSelector{MediaType: helmChartLayerMediaType}
 		data, _, err := oci.ReadRevision(ctx, chartURL, rev.String, opts)
@@ -308,11 +305,11 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 			opts.Layer.MediaType = legacyHelmChartLayerMediaType
 			data, _, err = oci.ReadRevision(ctx, chartURL, rev.String, opts)
 		}
+		if err == nil {
+			_, err = helmrepo.VerifyChart(data, obj.Spec.Chart, version)
+		}
 		return data, err
 	})
-	if err == nil {
-		_, err = helmrepo.VerifyChart(b.data, obj.Spec.Chart, version)
-	}
 	if err != nil {
 		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s:%s: %w", self, chartURL, rev.Tag, err)), false
 	}

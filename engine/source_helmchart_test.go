@@ -456,6 +456,9 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 		"liar":           helmRepository(ns, "liar", liar.URL()),
 	}
 	repos["unreachable"].Spec.Timeout = &metav1.Duration{Duration: 5 * time.Second}
+	ociDown := helmRepository(ns, "oci-unreachable", "oci://127.0.0.1:1/charts")
+	ociDown.Spec.Type, ociDown.Spec.Insecure, ociDown.Spec.Timeout = sourcev1.HelmRepositoryTypeOCI, true, &metav1.Duration{Duration: 5 * time.Second}
+	repos["oci-unreachable"] = ociDown
 	charts := map[string]*sourcev1.HelmChart{
 		"good":         helmChart(ns, "good", "good", "demo", "1.x"),
 		"no-match":     helmChart(ns, "no-match", "good", "demo", ">=5.0.0"),
@@ -495,6 +498,7 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 		{repos["wrong-password"], []string{"HelmRepository/" + ns + "/wrong-password", "401 Unauthorized"}},
 		{repos["tls-unknown-ca"], []string{"HelmRepository/" + ns + "/tls-unknown-ca", "certificate signed by unknown authority"}},
 		{repos["unreachable"], []string{"HelmRepository/" + ns + "/unreachable", "connection refused"}},
+		{repos["oci-unreachable"], []string{"HelmRepository/" + ns + "/oci-unreachable", "connection refused"}},
 		{charts["no-match"], []string{"HelmChart/" + ns + "/no-match", `no "demo" chart with version matching ">=5.0.0"`, "newest available: 1.0.0"}},
 		{charts["no-chart"], []string{"HelmChart/" + ns + "/no-chart", `chart not found in the index: "absent"`}},
 		{charts["other-host"], []string{"HelmChart/" + ns + "/other-host", "401 Unauthorized", "passCredentials"}},

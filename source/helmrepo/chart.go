@@ -49,7 +49,14 @@ func (c *Client) DownloadChart(ctx context.Context, repoURL string, cv *repo.Cha
 	}
 	withCreds := opts.PassCredentials || sameHost(repoURL, u)
 	return c.Shared(ctx, chartKey(u, cv.Digest, opts, withCreds), func(ctx context.Context) ([]byte, error) {
-		return download(ctx, u, cv, opts, withCreds)
+		b, err := download(ctx, u, cv, opts, withCreds)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := VerifyChart(b, cv.Name, cv.Version); err != nil {
+			return nil, fmt.Errorf("chart %s: %w", redact(u), err)
+		}
+		return b, nil
 	})
 }
 
