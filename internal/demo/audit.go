@@ -14,7 +14,7 @@ import (
 // leaderStatusKinds are the resources whose status only the leader writes.
 var leaderStatusKinds = map[string]bool{
 	"gitrepositories": true, "ocirepositories": true, "kustomizations": true,
-	"artifactgenerators": true, "externalartifacts": true,
+	"artifactgenerators": true, "externalartifacts": true, "helmrepositories": true, "helmcharts": true,
 }
 
 // statusWrite is one successful status write of a leader kind, read from
