@@ -90,7 +90,7 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 		return out
 	}
 	verb, reason := "pulled", sourcev1.ChartPullSucceededReason
-	if b.packaged {
+	if b.packaged || (b.unchanged && (sr.Kind != sourcev1.HelmRepositoryKind || len(obj.Status.ObservedValuesFiles) > 0)) {
 		verb, reason = "packaged", sourcev1.ChartPackageSucceededReason
 	}
 	obj.Status.ObservedSourceArtifactRevision = b.sourceRevision
@@ -215,6 +215,10 @@ func withValuesFiles(obj *sourcev1.HelmChart, self nodeRef, b builtChart) (built
 	p, err := helmrepo.Repack(b.data, helmrepo.ValuesOptions{Files: obj.Spec.ValuesFiles, IgnoreMissing: obj.Spec.IgnoreMissingValuesFiles})
 	if err != nil {
 		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart %s %s: %w", self, b.name, b.version, err)), false
+	}
+	if len(p.ValuesFiles) == 0 {
+		// Every file was missing and ignored: the chart as pulled.
+		return b, outcome{}, true
 	}
 	b.data, b.valuesFiles, b.packaged = p.Data, p.ValuesFiles, true
 	return b, outcome{}, true

@@ -98,8 +98,10 @@ func save(ch *chartv2.Chart, values ValuesOptions, read func(string) ([]byte, bo
 		if err != nil {
 			return Packaged{}, err
 		}
-		if err := overrideValues(ch, merged); err != nil {
-			return Packaged{}, err
+		if len(u) > 0 {
+			if err := overrideValues(ch, merged); err != nil {
+				return Packaged{}, err
+			}
 		}
 		used = u
 	}

@@ -21,8 +21,8 @@ var ErrValuesFileNotFound = errors.New("values file not found")
 
 // ValuesOptions replaces a chart's default values with values files
 // merged in order, later files winning (Flux's HelmChart spec.valuesFiles;
-// the chart's own values.yaml counts only when listed). The zero value
-// keeps the chart's values.
+// the chart's own values.yaml counts only when listed). The zero value,
+// or files that are all missing and ignored, keep the chart's values.
 type ValuesOptions struct {
 	// Files are slash-separated paths of values files. Default: none.
 	Files []string
