@@ -73,6 +73,7 @@ type Engine struct {
 	waits      waits
 	pool       *shard.Pool
 	helm       helmWork
+	progress   progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
 	// runCtx lives as long as the manager runs; waits started by
@@ -183,7 +184,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}
-	runnables := []manager.Runnable{applyCache, e.pool, server, manager.RunnableFunc(e.keepRunContext)}
+	runnables := []manager.Runnable{applyCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues)}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
 	}

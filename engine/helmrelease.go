@@ -116,7 +116,9 @@ func (e *Engine) tenantOf(obj client.Object) string {
 // dispatchHelm queues the Helm work of a release on its tenant's shard.
 // The pool runs one item per release at a time.
 func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self nodeRef, work func(ctx context.Context, self nodeRef) (time.Duration, error)) {
+	e.progress.dispatched(self, time.Now())
 	e.pool.Add(e.tenantOf(obj), self.String(), func(ctx context.Context) error {
+		e.progress.started(self)
 		after, err := work(ctx, self)
 		if err == nil && after > 0 {
 			e.enqueueAfter(self, after)
@@ -148,6 +150,7 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 
 func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) outcome {
 	e := r.e
+	prev := apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition).DeepCopy()
 	cr := obj.Spec.ChartRef
 	art, out, ok := e.sourceArtifact(ctx, self, cr.Kind, cr.Namespace, cr.Name)
 	if !ok {
@@ -167,6 +170,8 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	defer cleanup()
 	opts := helmOptions(obj, chartPath, values)
+	var stopProgress func()
+	opts.Starting, stopProgress = e.actionProgress(ctx, obj, self)
 	state := helmState(obj)
 	if v, ok := obj.GetAnnotations()[helmv2.ResetRequestAnnotation]; ok && v != obj.Status.LastHandledResetAt {
 		state = helm.State{}
@@ -183,6 +188,8 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	obj.Status.StorageNamespace = rel.StorageNamespace
 	obj.Status.LastAttemptedConfigDigest = configDigest(art.Digest, values)
 	res, err := mgr.Reconcile(ctx, rel, opts, state)
+	stopProgress()
+	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
 	if err != nil {
 		if res.Next.Kind == helm.NextStalled {
@@ -199,6 +206,12 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
 		o.requeueAfter = res.Next.After
 		return o
+	}
+	if prev != nil && actionVerb(res) == "reconcile" && prev.Status == metav1.ConditionTrue &&
+		prev.Reason == meta.ReconciliationSucceededReason {
+		// In sync, nothing done: Ready keeps the message of the action that
+		// made it so, as in Flux, and a periodic check writes no event.
+		return succeeded("%s", prev.Message)
 	}
 	return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s", actionVerb(res), rel.Namespace, rel.Name,
 		res.Release.Revision, res.Release.Chart)

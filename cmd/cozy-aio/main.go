@@ -158,7 +158,7 @@ func runEngine(args []string, stderr io.Writer) error {
 		return err
 	}
 	level := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "error": zapcore.ErrorLevel}[f.logLvl]
-	logger := zap.New(zap.WriteTo(stderr), zap.UseDevMode(f.logFmt == "text"), zap.Level(level),
+	logger := zap.New(zap.WriteTo(stderr), zap.UseDevMode(f.logFmt == "text"), zap.Level(level), zap.StacktraceLevel(zapcore.PanicLevel),
 		func(o *zap.Options) { o.TimeEncoder = zapcore.ISO8601TimeEncoder })
 	ctrl.SetLogger(logger)
 	f.opts.Logger = logger.WithName("bootstrap")
