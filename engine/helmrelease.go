@@ -197,6 +197,11 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		}
 		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 		o.requeueAfter = res.Next.After
+		if errors.Is(err, helm.ErrRecordConflict) && o.requeueAfter <= 0 {
+			// Another holder wrote the release since it was read (a shard
+			// hand-off): read it again soon, not at the next interval.
+			o.requeueAfter = recordConflictRetry
+		}
 		return o
 	}
 	switch res.Next.Kind {
@@ -216,6 +221,10 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s", actionVerb(res), rel.Namespace, rel.Name,
 		res.Release.Revision, res.Release.Chart)
 }
+
+// recordConflictRetry is how soon a release whose record another holder
+// changed is reconciled again.
+const recordConflictRetry = 2 * time.Second
 
 // stalledMessage is the Ready message of a release whose retries were
 // already exhausted. The failure that exhausted them wrote its cause after

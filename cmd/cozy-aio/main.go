@@ -119,6 +119,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.DurationVar(&r.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long a holder retries renewing before it gives up and stops writing")
 	fs.DurationVar(&r.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between attempts to acquire or renew a Lease")
 	fs.DurationVar(&r.HandoffGrace, "handoff-grace", 30*time.Second, "longest wait for a shard's running Helm actions before its Lease is handed off")
+	fs.DurationVar(&o.Engine.ProgressAfter, "progress-after", 2*time.Second, "how long a Helm action runs, or a HelmRelease waits in its shard's queue, before its status says so (negative: never)")
 	fs.StringVar(&f.logFmt, "log-format", "json", "json or text")
 	fs.StringVar(&f.logLvl, "log-level", "info", "debug, info or error")
 	if err := envDefault(fs); err != nil {
