@@ -57,7 +57,7 @@ func newList(kind string) client.ObjectList {
 // "failed".
 var inProgress = map[string]bool{
 	"": true, "Progressing": true, "ProgressingWithRetry": true,
-	"DependencyNotReady": true, "PhasePending": true, "Reconciling": true,
+	"DependencyNotReady": true, "PhasePending": true, "Reconciling": true, "Queued": true,
 }
 
 // listUnits reads every unit of every kind.
