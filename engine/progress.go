@@ -45,7 +45,7 @@ type progress struct {
 
 const (
 	queuedEvery     = 15 * time.Second
-	queuedPerSecond = 10
+	queuedPerSecond = 5
 	queuedScan      = time.Second
 )
 
