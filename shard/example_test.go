@@ -37,9 +37,14 @@ func ExampleCount() {
 	// Later, with the heaviest tenant at 100: 1,350 releases would want
 	// 14 shards, but that is within 10% of 13·100, so the count stays.
 	fmt.Println(shard.Count(13, 1350, 100, shard.CountOptions{}))
-	// At 1,450 it grows, to 14 not 15: floor(1450/100) caps it.
+	// At 1,450 it would grow to 14, floor(1450/100), but the heaviest
+	// tenant's limit rises with the same 10% hysteresis: 1450/(100·1.1)
+	// allows 13, so the count stays.
 	fmt.Println(shard.Count(13, 1450, 100, shard.CountOptions{}))
+	// At 1,600 it grows to 14 = floor(1600/110), not 16.
+	fmt.Println(shard.Count(13, 1600, 100, shard.CountOptions{}))
 	// Output:
+	// 13
 	// 13
 	// 13
 	// 14
