@@ -26,6 +26,20 @@ type Options struct {
 	// weight and N the number of shards. Zero means DefaultLoadFactor (1.02);
 	// values below 1 are raised to 1. It is used with four decimal digits.
 	LoadFactor float64
+
+	// Previous, when not nil, is the assignment to stay close to, tenant ID
+	// to shard ID, usually the Tenants of the Assignment before a change.
+	// Assign then places with memory (see Assign); tenants it does not name,
+	// and shard IDs no longer in the shard set, are placed as new. Nil means
+	// no memory: the result depends only on the snapshot.
+	Previous map[string]int
+
+	// Sticky makes a Placement, and a Pool, place with memory: each update
+	// keeps tenants where they are as Assign with Previous does, with the
+	// assignment before the update as Previous. Assign ignores it. A
+	// sticky placement depends on its history, so replicas that must agree
+	// on placement without sharing it must not use it.
+	Sticky bool
 }
 
 // factor returns c in units of 1/10000.
@@ -70,9 +84,20 @@ func (a Assignment) Lookup(id string) (int, bool) {
 //     that shard first; else the first shard with room; else the least
 //     loaded.
 //
+// With Options.Previous, Assign places with memory: a tenant whose previous
+// shard is still in the set stays there, unless that shard is over the
+// capacity, which then sheds its tenants last in placement order (lightest
+// class first) until it is within it; a tenant heavier than the capacity is
+// never shed from a shard where it is alone. The tenants without a shard,
+// new or shed, are placed in placement order by the rule above, with the
+// unclaimed room counted over them only; one that fits nowhere goes to the
+// least loaded shard and evicts from it, the same way, the tenants that
+// come after it in placement order, which are placed in turn. With an empty
+// Previous this is the placement without memory.
+//
 // The result depends only on the set of tenants, the set of shard IDs and
-// the options, never on input order. Tenant IDs and shard IDs must be unique
-// and weights must not be negative.
+// the options (Previous included), never on input order. Tenant IDs and
+// shard IDs must be unique and weights must not be negative.
 func Assign(tenants []Tenant, shards []int, opts Options) (Assignment, error) {
 	scratch := scratchPool.Get().(*sortScratch)
 	defer scratchPool.Put(scratch)
