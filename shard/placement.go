@@ -50,7 +50,9 @@ type Placement struct {
 	cap     int
 	sticky  bool // place with memory: see settle
 
-	from []int // scratch for settle: each entry's shard ID before it, -1 if none
+	from []int   // scratch for settle: each entry's shard ID before it, -1 if none
+	home []int32 // scratch for settle: the shard index that shed each entry, -1 if none
+	shed []int32 // scratch for settle: entries of shards over the limit
 
 	newLoad []int
 	oldLoad []int

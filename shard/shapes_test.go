@@ -124,8 +124,12 @@ func newZipf(r *rand.Rand) *rand.Zipf { return rand.NewZipf(r, 2, 1, 2999) }
 // before to meet the balance target on after's shards: the weight of the
 // surviving tenants on shards that are gone, plus, on each shard that
 // stays, what the surviving tenants left on it weigh beyond
-// floor(1.02·max(w_max, ceil(W/N))). It ignores that tenants do not split,
-// so the true least can be higher.
+// floor(1.02·max(w_max, ceil(W/N))), or more if no set of its tenants
+// weighs exactly that (see below); plus what the shard that takes the
+// heaviest tenant that must move (one of a shard that is gone, or new) must
+// shed to make room for it, on the shard where that is least. Beyond that
+// heaviest tenant it ignores that tenants do not split, so the true least
+// can be higher.
 func forcedMove(before map[string]int, next []Tenant, shards []int) int {
 	total, heaviest := totalWeight(next)
 	n := len(shards)
@@ -134,20 +138,53 @@ func forcedMove(before map[string]int, next []Tenant, shards []int) int {
 	for _, s := range shards {
 		live[s] = true
 	}
-	kept := map[int]int{}
-	forced := 0
+	kept := map[int][]int{}
+	forced, homeless := 0, 0
 	for _, t := range next {
 		s, ok := before[t.ID]
 		switch {
 		case !ok:
+			homeless = max(homeless, t.Weight)
 		case !live[s]:
 			forced += t.Weight
+			homeless = max(homeless, t.Weight)
 		default:
-			kept[s] += t.Weight
+			kept[s] = append(kept[s], t.Weight)
 		}
 	}
-	for _, l := range kept {
-		forced += max(0, l-bound)
+	load, shed := map[int]int{}, map[int]int{}
+	for s, ws := range kept {
+		for _, w := range ws {
+			load[s] += w
+		}
+		excess := load[s] - bound
+		if excess <= 0 {
+			continue
+		}
+		// The least a set of its tenants weighing at least excess can
+		// weigh: excess if those lighter than excess add up to it, else
+		// the lightest tenant of at least excess.
+		small, big := 0, -1
+		for _, w := range ws {
+			if w < excess {
+				small += w
+			} else if big < 0 || w < big {
+				big = w
+			}
+		}
+		if small >= excess {
+			shed[s] = excess
+		} else {
+			shed[s] = big
+		}
+		forced += shed[s]
 	}
-	return forced
+	room := -1
+	for _, s := range shards {
+		l := load[s]
+		if extra := max(0, l+homeless-bound-shed[s]); room < 0 || extra < room {
+			room = extra
+		}
+	}
+	return forced + max(room, 0)
 }

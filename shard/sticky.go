@@ -1,6 +1,9 @@
 package shard
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // This file is placement with memory (Options.Previous, Options.Sticky).
 // Without memory a change of the snapshot replays the whole placement, and
@@ -29,14 +32,20 @@ func (p *Placement) fromIDs() []int {
 // fresh marks by index the shards of step 4 (nil: none).
 //
 //  1. Every tenant with a shard stays there.
-//  2. A shard over the limit sheds its tenants last in placement order
-//     first (the lightest class, then the highest hash), skipping weight 0,
-//     until it is within the limit; a tenant alone on its shard stays. The
+//  2. A shard over the limit sheds its tenants lightest first (among equal
+//     weights, last in placement order first), skipping weight 0, until it
+//     is within the limit; a tenant alone on its shard stays. Then it takes
+//     back, heaviest first, those it shed that fit within the limit again. The
 //     limit is the balance target itself, floor(c·max(w_max, ceil(W/N))),
 //     and at least the capacity: a shard that meets the target keeps its
 //     tenants even when the capacity, which follows W/N, is lower.
-//  3. The tenants without a shard are placed in placement order by place,
-//     against the capacity, with rem counting only them. One that fits
+//  3. The tenants without a shard are placed in placement order: back on
+//     the shard that shed them if it has room under the capacity (a shard
+//     that had to shed a heavy tenant takes back lighter ones it shed
+//     before); else on the first fresh shard (see step 4) in their ranking that stays within
+//     the mean load ceil(W/N), if any tenant kept its shard, so that what a
+//     resize sheds goes to the new shards; else by place, against the
+//     capacity, with rem counting only them. One that fits
 //     nowhere lands on the least loaded shard as without memory and, if
 //     that is over the limit, evicts from it the tenants after it in
 //     placement order, as in step 2; they are placed in their turn.
@@ -70,13 +79,44 @@ func (p *Placement) settle(from []int, fresh []bool, moves *[]Move) {
 			load[e.at] += e.w
 		}
 	}
-	for i := len(p.entries) - 1; i >= 0; i-- {
+	// home is, for a tenant shed in step 2 or evicted in step 3, the shard
+	// index it had, to go back to if room is left there; else -1.
+	home := grow(p.home, len(p.entries))
+	p.home = home
+	shed := p.shed[:0]
+	for i := range p.entries {
+		home[i] = -1
+		if e := &p.entries[i]; e.at >= 0 && e.w > 0 && load[e.at] > limit {
+			shed = append(shed, int32(i))
+		}
+	}
+	// Lightest first, so that a shard sheds little beyond its excess; among
+	// equal weights, last in placement order first.
+	slices.SortFunc(shed, func(a, b int32) int {
+		if wa, wb := p.entries[a].w, p.entries[b].w; wa != wb {
+			return cmp.Compare(wa, wb)
+		}
+		return cmp.Compare(b, a)
+	})
+	for _, i := range shed {
 		e := &p.entries[i]
-		if e.at >= 0 && e.w > 0 && load[e.at] > limit && load[e.at] > e.w {
+		if load[e.at] > limit && load[e.at] > e.w {
 			load[e.at] -= e.w
+			home[i] = e.at
 			e.at = -1
 		}
 	}
+	// Put back, heaviest first, what a shard shed beyond its need: one that
+	// had to shed a heavy tenant after its light ones keeps the light ones.
+	for j := len(shed) - 1; j >= 0; j-- {
+		i := shed[j]
+		if h := home[i]; h >= 0 && load[h]+p.entries[i].w <= limit {
+			load[h] += p.entries[i].w
+			p.entries[i].at = h
+			home[i] = -1
+		}
+	}
+	p.shed = shed[:0]
 	kept := false
 	for i := range p.entries {
 		kept = kept || p.entries[i].at >= 0
@@ -94,12 +134,22 @@ func (p *Placement) settle(from []int, fresh []bool, moves *[]Move) {
 			continue
 		}
 		rem[e.top] -= e.w
-		at := p.place(e, load, rem, nil)
+		at := int32(-1)
+		if h := home[i]; h >= 0 && load[h]+e.w <= p.cap {
+			at = h
+		}
+		if at < 0 && kept && fresh != nil {
+			at = p.pickFresh(e, load, fresh)
+		}
+		if at < 0 {
+			at = p.place(e, load, rem, nil)
+		}
 		e.at = at
 		load[at] += e.w
 		for j := len(p.entries) - 1; j > i && load[at] > limit; j-- {
 			if o := &p.entries[j]; o.at == at && o.w > 0 {
 				load[at] -= o.w
+				home[j] = at
 				o.at = -1
 				rem[o.top] += o.w
 			}
@@ -141,6 +191,26 @@ func (p *Placement) fresh(named func(yield func(int) bool)) []bool {
 		}
 	}
 	return f
+}
+
+// pickFresh returns the first fresh shard index in e's ranking where e
+// stays within the mean load, or -1.
+func (p *Placement) pickFresh(e *entry, load []int, fresh []bool) int32 {
+	mean := (p.total + len(p.ids) - 1) / len(p.ids)
+	var best uint64
+	found := false
+	for i, f := range fresh {
+		if !f || load[i]+e.w > mean {
+			continue
+		}
+		if k := rankKey(score(e.h, p.seeds[i]), i, p.mask); !found || k > best {
+			best, found = k, true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return keyIndex(best, p.mask)
 }
 
 // fill is step 4 of settle: shard index u, which no tenant was on, takes
