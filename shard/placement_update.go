@@ -40,7 +40,7 @@ func (p *Placement) Set(t Tenant) ([]Move, error) {
 	if p.sticky {
 		p.cap = capacity(p.total, len(p.ids), p.factor)
 		from := p.fromIDs()
-		p.settle(from, nil, &moves)
+		p.settle(from, p.fresh(slices.Values(from)), &moves)
 		p.tenants[t.ID] = slot{w: t.Weight, at: p.entries[b].at}
 		return moves, nil
 	}
@@ -67,7 +67,16 @@ func (p *Placement) Remove(id string) []Move {
 	moves := []Move{{Tenant: id, Weight: old.w, From: p.ids[old.at], To: -1}}
 	if p.sticky {
 		p.cap = capacity(p.total, len(p.ids), p.factor)
-		p.settle(nil, nil, &moves)
+		from := p.fromIDs()
+		named := func(yield func(int) bool) {
+			for _, s := range from {
+				if !yield(s) {
+					return
+				}
+			}
+			yield(moves[0].From) // the removed tenant was on its shard too
+		}
+		p.settle(from, p.fresh(named), &moves)
 		return moves
 	}
 	p.update(change{hi: a - 1, idx: -1, oldW: old.w, oldAt: old.at}, &moves)

@@ -50,7 +50,8 @@ func (p *Placement) fromIDs() []int {
 //     that is over the limit, evicts from it the tenants after it in
 //     placement order, as in step 2; they are placed in their turn.
 //  4. If any tenant kept its shard, a shard that no tenant was on before
-//     (fresh: one just added) and is still below half the mean load W/(2N)
+//     (fresh: one just added, or one left empty by the change before) and
+//     is still below half the mean load W/(2N)
 //     takes the
 //     tenants whose first choice it is from the other shards, lightest
 //     first, as long as the giving shard stays at or above half the mean

@@ -51,6 +51,7 @@ func TestStickyPlacementEqualsAssign(t *testing.T) {
 		{"zipf", 500, []int{1, 5, 7, 11, 13}},
 		{"noisy", 400, Range(8)},
 		{"lognormal", 50, Range(1)},
+		{"lognormal", 12, Range(16)}, // empty shards: fresh ones get filled
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/tenants=%d/N=%d", c.dist, c.tenants, len(c.shards)), func(t *testing.T) {
