@@ -30,8 +30,8 @@ type Options struct {
 	// Previous, when not nil, is the assignment to stay close to, tenant ID
 	// to shard ID, usually the Tenants of the Assignment before a change.
 	// Assign then places with memory (see Assign); tenants it does not name,
-	// and shard IDs no longer in the shard set, are placed as new. Nil means
-	// no memory: the result depends only on the snapshot.
+	// and those whose shard ID is no longer in the set, are placed as new.
+	// Nil means no memory: the result depends only on the snapshot.
 	Previous map[string]int
 
 	// Sticky makes a Placement, and a Pool, place with memory: each update
@@ -86,14 +86,17 @@ func (a Assignment) Lookup(id string) (int, bool) {
 //
 // With Options.Previous, Assign places with memory: a tenant whose previous
 // shard is still in the set stays there, unless that shard is over the
-// capacity, which then sheds its tenants last in placement order (lightest
-// class first) until it is within it; a tenant heavier than the capacity is
-// never shed from a shard where it is alone. The tenants without a shard,
-// new or shed, are placed in placement order by the rule above, with the
-// unclaimed room counted over them only; one that fits nowhere goes to the
-// least loaded shard and evicts from it, the same way, the tenants that
-// come after it in placement order, which are placed in turn. With an empty
-// Previous this is the placement without memory.
+// balance target floor(c·max(w_max, ceil(W/N))), which then sheds its
+// lightest tenants until it is within it (a tenant alone on its shard
+// stays). The tenants without a shard, new or shed, are placed heaviest
+// class first: back where they were if there is room, else on a shard that
+// no previous tenant was on (just added) within the mean load, else by the
+// rule above. Such a fresh shard still below half the mean then takes the
+// tenants whose first choice it is. So a resize moves about what the bound
+// requires, and a churn that leaves every shard within the target moves
+// nobody. With a Previous that names none of the tenants this is the
+// placement without memory. The result depends on Previous: replicas that
+// each compute the placement must share it or not use it.
 //
 // The result depends only on the set of tenants, the set of shard IDs and
 // the options (Previous included), never on input order. Tenant IDs and

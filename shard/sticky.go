@@ -8,8 +8,8 @@ import (
 // This file is placement with memory (Options.Previous, Options.Sticky).
 // Without memory a change of the snapshot replays the whole placement, and
 // where a few tenants are very heavy a resize or a churn cascades through
-// the full shards; with memory a tenant moves only when the capacity makes
-// it: its shard is gone, or over the bound.
+// the full shards; with memory a tenant moves only when its shard is gone
+// or over the balance target, or to fill a fresh shard.
 
 // fromIDs returns, in p.from, the shard ID of each entry, -1 if unplaced.
 func (p *Placement) fromIDs() []int {
@@ -24,46 +24,43 @@ func (p *Placement) fromIDs() []int {
 	return from
 }
 
-// settle places with memory. It updates p.tenants for the tenants whose
-// shard ID changed; after a resize, which changes shard indexes, the caller
-// updates the rest. On entry, an entry's at is the shard index it
+// settle places with memory. On entry, an entry's at is the shard index it
 // keeps if it can, -1 if it has none; from is each entry's shard ID before
 // the change, for the move records (nil: the shard IDs of at, as on entry);
-// fresh marks by index the shards of step 4 (nil: none).
+// fresh marks by index the shards of steps 3 and 4 (nil: none). It updates
+// p.tenants for the tenants whose shard ID changed; after a resize, which
+// changes shard indexes, the caller updates the rest.
 //
 //  1. Every tenant with a shard stays there.
 //  2. A shard over the limit sheds its tenants lightest first (among equal
 //     weights, last in placement order first), skipping weight 0, until it
 //     is within the limit; a tenant alone on its shard stays. Then it takes
-//     back, heaviest first, those it shed that fit within the limit again. The
-//     limit is the balance target itself, floor(c·max(w_max, ceil(W/N))),
+//     back, heaviest first, those it shed that fit within the limit again.
+//     The limit is the balance target itself, floor(c·max(w_max, ceil(W/N))),
 //     and at least the capacity: a shard that meets the target keeps its
 //     tenants even when the capacity, which follows W/N, is lower.
-//  3. The tenants without a shard are placed in placement order: back on
-//     the shard that shed them if it has room under the capacity (a shard
-//     that had to shed a heavy tenant takes back lighter ones it shed
-//     before); else on the first fresh shard (see step 4) in their ranking that stays within
-//     the mean load ceil(W/N), if any tenant kept its shard, so that what a
-//     resize sheds goes to the new shards; else by place, against the
-//     capacity, with rem counting only them. One that fits
-//     nowhere lands on the least loaded shard as without memory and, if
-//     that is over the limit, evicts from it the tenants after it in
-//     placement order, as in step 2; they are placed in their turn.
-//  4. If any tenant kept its shard, a shard that no tenant was on before
-//     (fresh: one just added, or one left empty by the change before) and
-//     is still below half the mean load W/(2N)
-//     takes the
-//     tenants whose first choice it is from the other shards, lightest
-//     first, as long as the giving shard stays at or above half the mean
-//     and the taking one within the capacity, until it reaches half the
-//     mean. Without this a shard added where the heaviest tenant sets the
-//     bound, N > W/w_max, would stay idle.
-//  5. If a shard is still over the limit, which happens only when the tenants
-//     are few and heavy against the slack, and placement without memory
-//     gives a lower maximum load, that placement is used instead.
+//  3. The tenants without a shard are placed in placement order: back on the
+//     shard that shed them if it has room under the capacity; else, if any
+//     tenant kept its shard, on the first fresh shard in their ranking that
+//     stays within the mean load ceil(W/N), so that what a resize sheds goes
+//     to the new shards; else by place, against the capacity, with rem
+//     counting only them. One that fits nowhere lands on the least loaded
+//     shard, as without memory, and if that is over the limit it evicts from
+//     it the tenants after it in placement order, last first, until it is
+//     within; they are placed in their turn.
+//  4. If any tenant kept its shard, a fresh shard, one that no tenant was on
+//     before (just added, or left empty by the change before), still below
+//     half the mean load W/(2N) takes the tenants whose first choice it is
+//     from the other shards, last in placement order first, as long as the
+//     giving shard stays at or above half the mean and the taking one within
+//     the capacity. Without this a shard added where the heaviest tenant
+//     sets the bound, N > W/w_max, would stay idle.
+//  5. If a shard is still over the limit, which happens only when the
+//     tenants are few and heavy against the slack, and placement without
+//     memory gives a lower maximum load, that placement is used instead.
 //
 // Each tenant is evicted only by one before it in placement order, so the
-// pass ends; with no tenant placed on entry it is replayAll.
+// pass ends. With no tenant placed on entry it is replayAll.
 func (p *Placement) settle(from []int, fresh []bool, moves *[]Move) {
 	if from == nil {
 		from = p.fromIDs()
@@ -218,17 +215,15 @@ func (p *Placement) pickFresh(e *entry, load []int, fresh []bool) int32 {
 // tenants whose first choice it is until it holds half the mean load.
 func (p *Placement) fill(u int, load []int) {
 	floor := p.total / (2 * len(p.ids))
-	{
-		for j := len(p.entries) - 1; j >= 0 && load[u] < floor; j-- {
-			e := &p.entries[j]
-			if int(e.top) != u || int(e.at) == u || e.w == 0 {
-				continue
-			}
-			if load[e.at]-e.w >= floor && load[u]+e.w <= p.cap {
-				load[e.at] -= e.w
-				load[u] += e.w
-				e.at = int32(u)
-			}
+	for j := len(p.entries) - 1; j >= 0 && load[u] < floor; j-- {
+		e := &p.entries[j]
+		if int(e.top) != u || int(e.at) == u || e.w == 0 {
+			continue
+		}
+		if load[e.at]-e.w >= floor && load[u]+e.w <= p.cap {
+			load[e.at] -= e.w
+			load[u] += e.w
+			e.at = int32(u)
 		}
 	}
 }
