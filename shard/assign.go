@@ -59,7 +59,9 @@ type Assignment struct {
 	// Load holds the total weight on Shards[i] at index i.
 	Load []int
 	// Capacity is the bound max(floor(c·W/N), ceil(W/N)) that placement
-	// respects; only a tenant that fits nowhere can exceed it.
+	// respects; only a tenant that fits nowhere can exceed it. With memory
+	// (Options.Previous) a shard keeps its tenants up to the balance target
+	// floor(c·max(w_max, ceil(W/N))), which can be higher.
 	Capacity int
 	// Tenants maps each tenant ID to its shard ID.
 	Tenants map[string]int
