@@ -157,7 +157,10 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		recorder: mgr.GetEventRecorder("cozy-aio"),
 	}
 	e.runCtx.Store(&contextBackground)
-	popts := shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers}
+	// Alone, the engine places with memory: a tenant moves only when the
+	// balance target needs it. Replicas must each derive the same placement
+	// from the same HelmReleases, so they place without memory (below).
+	popts := shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers, Assign: shard.Options{Sticky: !opts.Replicas.Enabled}}
 	if opts.Replicas.Enabled {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
