@@ -35,7 +35,7 @@ func run() error {
 		ref       = flag.String("image", "", "reference to push to; empty writes -layout only")
 		layoutDir = flag.String("layout", "", "directory to write an OCI image layout to")
 		insecure  = flag.Bool("insecure", false, "plain HTTP to the registry")
-		caCerts   = flag.String("ca-certs", "/etc/ssl/certs/ca-certificates.crt", "PEM roots copied into the image for HTTPS sources (empty: none)")
+		caCerts   = flag.String("ca-certs", defaultCACerts, "PEM roots copied into the image for HTTPS sources (empty: none)")
 		outDir    = flag.String("bin-dir", "bin", "where the per-platform binaries are built")
 		epoch     = flag.Int64("created", sourceDateEpoch(), "creation time, Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	)
@@ -54,10 +54,17 @@ func run() error {
 	opts := image.Options{Version: *version, Revision: *revision, Source: *source, Created: time.Unix(*epoch, 0)}
 	if *caCerts != "" {
 		b, err := os.ReadFile(*caCerts)
-		if err != nil {
+		switch {
+		case err == nil:
+			opts.CACerts = b
+		case errors.Is(err, os.ErrNotExist) && *caCerts == defaultCACerts:
+			// A build host without the Debian bundle (macOS): the image
+			// then verifies HTTPS sources only with roots mounted at
+			// /etc/ssl/certs.
+			fmt.Fprintf(os.Stderr, "image: warning: no %s on this host; the image holds no CA roots (-ca-certs FILE)\n", defaultCACerts)
+		default:
 			return fmt.Errorf("-ca-certs: %w", err)
 		}
-		opts.CACerts = b
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -88,6 +95,9 @@ func run() error {
 	}
 	return nil
 }
+
+// defaultCACerts is the Debian and Alpine bundle of the build host.
+const defaultCACerts = "/etc/ssl/certs/ca-certificates.crt"
 
 func sourceDateEpoch() int64 {
 	var n int64

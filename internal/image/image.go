@@ -47,8 +47,8 @@ type Options struct {
 	// Version, Revision and Source become OCI labels. Source defaults to
 	// DefaultSource; empty Version and Revision are left out.
 	Version, Revision, Source string
-	// Created is the images' creation time. Default: the Unix epoch, so
-	// that the same binaries give the same digests.
+	// Created is the images' creation time and the files' mtime. Default:
+	// the Unix epoch, so that no build clock goes into the digests.
 	Created time.Time
 	// CACerts is a PEM bundle of root certificates copied to CACertsPath,
 	// for HTTPS sources (the base is empty). Default: none.
