@@ -65,6 +65,9 @@ func Index(opts Options) (v1.ImageIndex, error) {
 	if opts.Source == "" {
 		opts.Source = DefaultSource
 	}
+	if opts.Created.IsZero() {
+		opts.Created = time.Unix(0, 0)
+	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, b := range opts.Binaries {
 		img, err := platformImage(b, opts)
