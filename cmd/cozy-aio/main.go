@@ -51,10 +51,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runEngine(args, stderr)
 	case "static-pod":
 		err = staticPod(args, stdout, stderr)
+	case "status":
+		err = statusCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, static-pod or version", cmd)
+		err = fmt.Errorf("unknown command %q: want run, status, static-pod or version", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "cozy-aio:", err)
