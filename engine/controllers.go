@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -52,7 +53,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 		e.wake[k.kind] = ch
 		e.newObject[k.kind] = k.newObject
 		b := ctrl.NewControllerManagedBy(e.mgr).
-			Named(k.kind).
+			Named(strings.ToLower(k.kind)). // Flux's controller names, in logs and metrics
 			For(k.newObject(), builder.WithPredicates(predicate.Or(
 				predicate.GenerationChangedPredicate{},
 				predicates.ReconcileRequestedPredicate{},

@@ -74,6 +74,7 @@ type Engine struct {
 	waits      waits
 	pool       *shard.Pool
 	helm       helmWork
+	progress   progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
 	// helmRepos fetches Helm repository indexes and charts, sharing
@@ -160,7 +161,10 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		recorder: mgr.GetEventRecorder("cozy-aio"), helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
 	}
 	e.runCtx.Store(&contextBackground)
-	popts := shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers}
+	// Alone, the engine places with memory: a tenant moves only when the
+	// balance target needs it. Replicas must each derive the same placement
+	// from the same HelmReleases, so they place without memory (below).
+	popts := shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers, Assign: shard.Options{Sticky: !opts.Replicas.Enabled}}
 	if opts.Replicas.Enabled {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
@@ -187,7 +191,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}
-	runnables := []manager.Runnable{applyCache, e.pool, server, manager.RunnableFunc(e.keepRunContext)}
+	runnables := []manager.Runnable{applyCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues)}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
 	}

@@ -119,7 +119,9 @@ func (e *Engine) tenantOf(obj client.Object) string {
 // dispatchHelm queues the Helm work of a release on its tenant's shard.
 // The pool runs one item per release at a time.
 func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self nodeRef, work func(ctx context.Context, self nodeRef) (time.Duration, error)) {
+	e.progress.dispatched(self, time.Now())
 	e.pool.Add(e.tenantOf(obj), self.String(), func(ctx context.Context) error {
+		e.progress.started(self)
 		after, err := work(ctx, self)
 		if err == nil && after > 0 {
 			e.enqueueAfter(self, after)
@@ -151,6 +153,7 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 
 func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) outcome {
 	e := r.e
+	prev := apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition).DeepCopy()
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
 		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self))
@@ -176,6 +179,8 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	defer cleanup()
 	opts := helmOptions(obj, chartPath, values)
+	var stopProgress func()
+	opts.Starting, stopProgress = e.actionProgress(ctx, obj, self)
 	state := helmState(obj)
 	if v, ok := obj.GetAnnotations()[helmv2.ResetRequestAnnotation]; ok && v != obj.Status.LastHandledResetAt {
 		state = helm.State{}
@@ -192,6 +197,8 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	obj.Status.StorageNamespace = rel.StorageNamespace
 	obj.Status.LastAttemptedConfigDigest = configDigest(art.Digest, values)
 	res, err := mgr.Reconcile(ctx, rel, opts, state)
+	stopProgress()
+	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
 	if err != nil {
 		if res.Next.Kind == helm.NextStalled {
@@ -199,6 +206,11 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		}
 		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 		o.requeueAfter = res.Next.After
+		if errors.Is(err, helm.ErrRecordConflict) && o.requeueAfter <= 0 {
+			// Another holder wrote the release since it was read (a shard
+			// hand-off): read it again soon, not at the next interval.
+			o.requeueAfter = recordConflictRetry
+		}
 		return o
 	}
 	switch res.Next.Kind {
@@ -209,9 +221,19 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		o.requeueAfter = res.Next.After
 		return o
 	}
+	if prev != nil && actionVerb(res) == "reconcile" && prev.Status == metav1.ConditionTrue &&
+		prev.Reason == meta.ReconciliationSucceededReason {
+		// In sync, nothing done: Ready keeps the message of the action that
+		// made it so, as in Flux, and a periodic check writes no event.
+		return succeeded("%s", prev.Message)
+	}
 	return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s", actionVerb(res), rel.Namespace, rel.Name,
 		res.Release.Revision, res.Release.Chart)
 }
+
+// recordConflictRetry is how soon a release whose record another holder
+// changed is reconciled again.
+const recordConflictRetry = 2 * time.Second
 
 // stalledMessage is the Ready message of a release whose retries were
 // already exhausted. The failure that exhausted them wrote its cause after

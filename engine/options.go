@@ -89,6 +89,13 @@ type Options struct {
 	// instead. Defaults: 500 and 1000.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// ProgressAfter is how long a HelmRelease's Helm action runs, or the
+	// release waits in its shard's queue, before the engine writes
+	// Reconciling=True and Ready=Unknown saying so ("Running 'install'
+	// action with timeout of 5m0s", or reason Queued with the shard, the
+	// position and why). Work done sooner costs no extra write. Negative:
+	// never. Default: 2s.
+	ProgressAfter time.Duration
 	// HelmIndexMaxSize and HelmChartMaxSize refuse a larger Helm
 	// repository index or chart archive, as Flux's --helm-index-max-size
 	// and --helm-chart-max-size. Defaults: 50 MiB and 10 MiB.
@@ -121,6 +128,9 @@ func (o Options) withDefaults() Options {
 		o.HolderID, _ = os.Hostname()
 	}
 	o.Replicas = o.Replicas.withDefaults()
+	if o.ProgressAfter == 0 {
+		o.ProgressAfter = 2 * time.Second
+	}
 	if o.KubeAPIQPS <= 0 {
 		o.KubeAPIQPS = 500
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
@@ -80,13 +81,21 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 		// Leadership or the shard moved on: the new holder writes.
 		return ctrl.Result{}, nil
 	}
-	if err := e.mgr.GetClient().Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+	base := orig
+	if kind == helmv2.HelmReleaseKind && e.progress.takeDirty(nodeRef{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}) {
+		// An in-progress status was written since orig was read: send the
+		// conditions whole, even where they equal orig's.
+		base = orig.DeepCopyObject().(object)
+		base.SetConditions(nil)
+	}
+	if err := e.mgr.GetClient().Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("patching status of %s/%s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	e.emit(kind, obj, orig, out)
+	e.logOutcome(ctx, kind, obj, orig, start, out)
 	ref := corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	e.metrics.RecordDuration(ref, start)
 	if c := conditions.Get(obj, meta.ReadyCondition); c != nil {

@@ -189,13 +189,19 @@ func TestHelmRepositoryUnchangedIndexWritesNothing(t *testing.T) {
 	hrepo := helmRepository(ns, "charts", repo.URL())
 	hrepo.Spec.Interval = metav1.Duration{Duration: time.Second}
 	hr := chartRelease(ns, "app", "charts", "")
-	create(t, hrepo, hr)
+	// A chart with values files, reconciled every second too.
+	hrValues := chartRelease(ns, "with-values", "charts", "")
+	hrValues.Spec.Chart.Spec.ValuesFiles = []string{"values.yaml"}
+	hrValues.Spec.Chart.Spec.Interval = &metav1.Duration{Duration: time.Second}
+	create(t, hrepo, hr, hrValues)
 	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	waitFor(t, hrValues, readyIs(hrValues, true), "Ready=True")
 	hc := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: ns + "-app", Namespace: ns}}
-	if !exists(t, hc) || !exists(t, hrepo) {
+	hcValues := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: ns + "-with-values", Namespace: ns}}
+	if !exists(t, hc) || !exists(t, hrepo) || !exists(t, hcValues) {
 		t.Fatal("HelmChart or HelmRepository missing")
 	}
-	rvs := []string{hrepo.ResourceVersion, hc.ResourceVersion, hr.ResourceVersion}
+	rvs := []string{hrepo.ResourceVersion, hc.ResourceVersion, hr.ResourceVersion, hcValues.ResourceVersion, hrValues.ResourceVersion}
 	charts := repo.Downloads("/demo-1.0.0.tgz")
 	// HTTP dates have a one-second resolution: the first fetches of an
 	// index written a moment ago download it and compare digests.
@@ -215,13 +221,13 @@ func TestHelmRepositoryUnchangedIndexWritesNothing(t *testing.T) {
 	if got := repo.Downloads("/demo-1.0.0.tgz"); got != charts || charts != 1 {
 		t.Errorf("chart downloaded %d times, want once", got)
 	}
-	for _, o := range []client.Object{hrepo, hc, hr} {
+	for _, o := range []client.Object{hrepo, hc, hr, hcValues, hrValues} {
 		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if now := []string{hrepo.ResourceVersion, hc.ResourceVersion, hr.ResourceVersion}; !slices.Equal(now, rvs) {
-		t.Errorf("resourceVersions of HelmRepository, HelmChart, HelmRelease went from %v to %v: an unchanged index wrote", rvs, now)
+	if now := []string{hrepo.ResourceVersion, hc.ResourceVersion, hr.ResourceVersion, hcValues.ResourceVersion, hrValues.ResourceVersion}; !slices.Equal(now, rvs) {
+		t.Errorf("resourceVersions of HelmRepository, HelmChart, HelmRelease (twice) went from %v to %v: an unchanged index wrote", rvs, now)
 	}
 }
 

@@ -26,6 +26,20 @@ type Options struct {
 	// weight and N the number of shards. Zero means DefaultLoadFactor (1.02);
 	// values below 1 are raised to 1. It is used with four decimal digits.
 	LoadFactor float64
+
+	// Previous, when not nil, is the assignment to stay close to, tenant ID
+	// to shard ID, usually the Tenants of the Assignment before a change.
+	// Assign then places with memory (see Assign); tenants it does not name,
+	// and those whose shard ID is no longer in the set, are placed as new.
+	// Nil means no memory: the result depends only on the snapshot.
+	Previous map[string]int
+
+	// Sticky makes a Placement, and a Pool, place with memory: each update
+	// keeps tenants where they are as Assign with Previous does, with the
+	// assignment before the update as Previous. Assign ignores it. A
+	// sticky placement depends on its history, so replicas that must agree
+	// on placement without sharing it must not use it.
+	Sticky bool
 }
 
 // factor returns c in units of 1/10000.
@@ -45,7 +59,9 @@ type Assignment struct {
 	// Load holds the total weight on Shards[i] at index i.
 	Load []int
 	// Capacity is the bound max(floor(c·W/N), ceil(W/N)) that placement
-	// respects; only a tenant that fits nowhere can exceed it.
+	// respects; only a tenant that fits nowhere can exceed it. With memory
+	// (Options.Previous) a shard keeps its tenants up to the balance target
+	// floor(c·max(w_max, ceil(W/N))), which can be higher.
 	Capacity int
 	// Tenants maps each tenant ID to its shard ID.
 	Tenants map[string]int
@@ -70,9 +86,23 @@ func (a Assignment) Lookup(id string) (int, bool) {
 //     that shard first; else the first shard with room; else the least
 //     loaded.
 //
+// With Options.Previous, Assign places with memory: a tenant whose previous
+// shard is still in the set stays there, unless that shard is over the
+// balance target floor(c·max(w_max, ceil(W/N))), which then sheds its
+// lightest tenants until it is within it (a tenant alone on its shard
+// stays). The tenants without a shard, new or shed, are placed heaviest
+// class first: back where they were if there is room, else on a shard that
+// no previous tenant was on (just added) within the mean load, else by the
+// rule above. Such a fresh shard still below half the mean then takes the
+// tenants whose first choice it is. So a resize moves about what the bound
+// requires, and a churn that leaves every shard within the target moves
+// nobody. With a Previous that names none of the tenants this is the
+// placement without memory. The result depends on Previous: replicas that
+// each compute the placement must share it or not use it.
+//
 // The result depends only on the set of tenants, the set of shard IDs and
-// the options, never on input order. Tenant IDs and shard IDs must be unique
-// and weights must not be negative.
+// the options (Previous included), never on input order. Tenant IDs and
+// shard IDs must be unique and weights must not be negative.
 func Assign(tenants []Tenant, shards []int, opts Options) (Assignment, error) {
 	scratch := scratchPool.Get().(*sortScratch)
 	defer scratchPool.Put(scratch)

@@ -4,7 +4,8 @@ import (
 	"slices"
 )
 
-// The three baselines the benchmarks run beside Assign. Each maps a snapshot
+// The three baselines the benchmarks run beside Assign, without and with
+// memory. Each maps a snapshot
 // (tenants in arrival order) and a shard list to tenant → shard ID, given
 // the previous assignment, which only the sticky greedy uses.
 type algo struct {
@@ -35,6 +36,10 @@ var algos = []algo{
 		}
 		return out
 	}},
+	// sticky is Assign with memory: the previous assignment as
+	// Options.Previous. Without one it is bounded, so the benchmarks that
+	// place from scratch skip it.
+	{"sticky", stickyNext},
 }
 
 // rendezvousIndex is plain rendezvous hashing, with the same score as Assign.

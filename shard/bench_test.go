@@ -22,6 +22,9 @@ func BenchmarkAssign(b *testing.B) {
 		for _, n := range []int{8, 16, 32, 64} {
 			shards := Range(n)
 			for _, al := range algos {
+				if al.name == "sticky" {
+					continue // from scratch it is bounded
+				}
 				b.Run(benchName(al.name, dist, n), func(b *testing.B) {
 					b.ReportAllocs()
 					var a map[string]int
@@ -113,9 +116,9 @@ func BenchmarkDrift(b *testing.B) {
 	benchChange(b, func(_ string, ts []Tenant) []Tenant { return drift(ts) })
 }
 
-// benchChange measures one change of the snapshot. For bounded the timed
-// operation is the incremental update of a Placement; for the baselines it
-// is their update rule.
+// benchChange measures one change of the snapshot. For bounded and sticky
+// the timed operation is the incremental update of a Placement, as the pool
+// does it, one tenant at a time; for the baselines it is their update rule.
 func benchChange(b *testing.B, change func(dist string, ts []Tenant) []Tenant) {
 	for _, dist := range dists {
 		ts := workload(dist, benchTenants, benchSeed)
@@ -127,9 +130,12 @@ func benchChange(b *testing.B, change func(dist string, ts []Tenant) []Tenant) {
 				b.Run(benchName(al.name, dist, n), func(b *testing.B) {
 					before := al.next(nil, ts, shards)
 					var after map[string]int
-					if al.name == "bounded" {
+					switch al.name {
+					case "bounded":
 						after = benchIncremental(b, ts, next, shards)
-					} else {
+					case "sticky":
+						after = benchSticky(b, ts, next, shards)
+					default:
 						for b.Loop() {
 							after = al.next(before, next, shards)
 						}
@@ -212,11 +218,52 @@ func benchIncremental(b *testing.B, from, to []Tenant, shards []int) map[string]
 	return got
 }
 
+// benchSticky times applying the difference between two snapshots to a
+// sticky Placement, removals first, and returns the assignment after.
+func benchSticky(b *testing.B, from, to []Tenant, shards []int) map[string]int {
+	weights := map[string]int{}
+	for _, t := range to {
+		weights[t.ID] = t.Weight
+	}
+	var p *Placement
+	var updates int
+	var took time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		p, _ = NewPlacement(from, shards, Options{Sticky: true})
+		b.StartTimer()
+		start := time.Now()
+		updates = 0
+		for _, t := range from {
+			if _, ok := weights[t.ID]; !ok {
+				p.Remove(t.ID)
+				updates++
+			}
+		}
+		for _, t := range to {
+			if old, ok := p.tenants[t.ID]; ok && old.w == t.Weight {
+				continue
+			}
+			if _, err := p.Set(t); err != nil {
+				b.Fatal(err)
+			}
+			updates++
+		}
+		took += time.Since(start)
+	}
+	b.ReportMetric(float64(updates), "updates")
+	b.ReportMetric(float64(took.Microseconds())/float64(b.N)/float64(max(updates, 1)), "us/update")
+	return p.Assignment().Tenants
+}
+
 func BenchmarkNoisy(b *testing.B) {
 	ts := workload("noisy", benchTenants, benchSeed)
 	for _, n := range []int{16, 32, 64} {
 		shards := Range(n)
 		for _, al := range algos {
+			if al.name == "sticky" {
+				continue // from scratch it is bounded
+			}
 			b.Run(benchName(al.name, "noisy", n), func(b *testing.B) {
 				var a map[string]int
 				for b.Loop() {
@@ -246,6 +293,9 @@ func BenchmarkLookup(b *testing.B) {
 		ids[i] = t.ID
 	}
 	for _, al := range algos {
+		if al.name == "sticky" {
+			continue // a Placement's Lookup, as bounded
+		}
 		b.Run(benchName(al.name, "lognormal", 64), func(b *testing.B) {
 			b.ReportAllocs()
 			var lookup func(string) (int, bool)

@@ -21,7 +21,22 @@
 // Placement keeps an assignment up to date under Set, Remove and Resize,
 // with the same result as Assign over the same snapshot, and reports the
 // tenants that moved. Count picks a shard count from the total weight with
-// hysteresis.
+// hysteresis, also at the floor(W/w_max) limit; Placement.Total and
+// Placement.Heaviest are its inputs.
+//
+// # Memory
+//
+// Without memory a resize or a churn replays the whole placement, and where
+// a few tenants are very heavy that cascades through the full shards. With
+// Options.Previous, Assign keeps every tenant on its previous shard unless
+// the balance target makes it move: shards over the bound shed their
+// lightest tenants, which go back home, to new shards or by the rule above,
+// so a resize moves about the optimal 1/N and a churn of small tenants
+// moves none. A Placement or Pool with Options.Sticky updates this way. A
+// placement with memory depends on its history: replicas that each derive
+// the placement on their own must not use it.
+//
+//	next, err := shard.Assign(tenants, shard.Range(17), shard.Options{Previous: a.Tenants})
 //
 // # Pool
 //

@@ -37,9 +37,14 @@ func ExampleCount() {
 	// Later, with the heaviest tenant at 100: 1,350 releases would want
 	// 14 shards, but that is within 10% of 13·100, so the count stays.
 	fmt.Println(shard.Count(13, 1350, 100, shard.CountOptions{}))
-	// At 1,450 it grows, to 14 not 15: floor(1450/100) caps it.
+	// At 1,450 it would grow to 14, floor(1450/100), but the heaviest
+	// tenant's limit rises with the same 10% hysteresis: 1450/(100·1.1)
+	// allows 13, so the count stays.
 	fmt.Println(shard.Count(13, 1450, 100, shard.CountOptions{}))
+	// At 1,600 it grows to 14 = floor(1600/110), not 16.
+	fmt.Println(shard.Count(13, 1600, 100, shard.CountOptions{}))
 	// Output:
+	// 13
 	// 13
 	// 13
 	// 14
@@ -106,4 +111,36 @@ func ExampleSpread() {
 	// shard 1: cozy-aio-1 → cozy-aio-2
 	// shard 4: cozy-aio-1 → cozy-aio-0
 	// shard 6: cozy-aio-1 → cozy-aio-2
+}
+
+func ExampleOptions_previous() {
+	// 1,000 tenants, one of them heavy, on 16 shards, then on 17.
+	var tenants []shard.Tenant
+	total := 0
+	for i := range 1000 {
+		w := 1 + i%9
+		if i == 0 {
+			w = 250
+		}
+		tenants = append(tenants, shard.Tenant{ID: fmt.Sprintf("tenant-%04d", i), Weight: w})
+		total += w
+	}
+	before, _ := shard.Assign(tenants, shard.Range(16), shard.Options{})
+	moved := func(after shard.Assignment) int {
+		w := 0
+		for _, t := range tenants {
+			if before.Tenants[t.ID] != after.Tenants[t.ID] {
+				w += t.Weight
+			}
+		}
+		return w
+	}
+	without, _ := shard.Assign(tenants, shard.Range(17), shard.Options{})
+	with, _ := shard.Assign(tenants, shard.Range(17), shard.Options{Previous: before.Tenants})
+	// Without memory the placement is replayed and tenants move between
+	// old shards too; with memory only what the old shards hold above the
+	// new bound moves, to the new shard.
+	fmt.Printf("optimal %d, without memory %d, with memory %d\n", total/17, moved(without), moved(with))
+	// Output:
+	// optimal 308, without memory 421, with memory 224
 }

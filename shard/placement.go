@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -47,6 +48,11 @@ type Placement struct {
 	load    []int
 	total   int
 	cap     int
+	sticky  bool // place with memory: see settle
+
+	from []int   // scratch for settle: each entry's shard ID before it, -1 if none
+	home []int32 // scratch for settle: the shard index that shed each entry, -1 if none
+	shed []int32 // scratch for settle: entries of shards over the limit
 
 	newLoad []int
 	oldLoad []int
@@ -71,7 +77,7 @@ func newPlacement(tenants []Tenant, shards []int, opts Options, index bool, scra
 	if err != nil {
 		return nil, err
 	}
-	p := &Placement{factor: opts.factor()}
+	p := &Placement{factor: opts.factor(), sticky: opts.Sticky}
 	if index {
 		p.tenants = make(map[string]slot, len(tenants))
 		p.prefs = map[string][]int32{}
@@ -92,7 +98,19 @@ func newPlacement(tenants []Tenant, shards []int, opts Options, index bool, scra
 	if err := p.setShards(ids); err != nil {
 		return nil, err
 	}
-	p.replayAll(nil, nil)
+	if len(opts.Previous) == 0 {
+		p.replayAll(nil, nil)
+		return p, nil
+	}
+	for i := range p.entries {
+		e := &p.entries[i]
+		if s, ok := opts.Previous[e.id]; ok {
+			if j, found := slices.BinarySearch(p.ids, s); found {
+				e.at = int32(j)
+			}
+		}
+	}
+	p.settle(nil, p.fresh(maps.Values(opts.Previous)), nil)
 	return p, nil
 }
 
@@ -145,16 +163,26 @@ func (p *Placement) Lookup(id string) (int, bool) {
 
 // heaviest returns the largest weight. Tenants are in placement order, so it
 // is in the leading weight class.
-func (p *Placement) heaviest() int {
-	w := 0
-	for _, e := range p.entries {
+func (p *Placement) heaviest() int { return p.Heaviest().Weight }
+
+// Heaviest returns the heaviest tenant, the first in placement order among
+// those of the largest weight, or the zero Tenant if there are none. With
+// Total it gives Count its inputs.
+func (p *Placement) Heaviest() Tenant {
+	var h Tenant
+	for i, e := range p.entries {
 		if weightClass(e.w) != weightClass(p.entries[0].w) {
 			break
 		}
-		w = max(w, e.w)
+		if i == 0 || e.w > h.Weight {
+			h = Tenant{ID: e.id, Weight: e.w}
+		}
 	}
-	return w
+	return h
 }
+
+// Total returns the total weight of the tenants.
+func (p *Placement) Total() int { return p.total }
 
 // Len returns the number of tenants.
 func (p *Placement) Len() int { return len(p.entries) }
@@ -182,11 +210,37 @@ func (p *Placement) Resize(shards []int) ([]Move, error) {
 		return nil, err
 	}
 	oldIDs := p.ids
+	if len(ids) == 0 && len(p.entries) > 0 {
+		return nil, ErrNoShards
+	}
+	var moves []Move
+	if p.sticky {
+		// Keep each tenant on its shard ID if that stays; settle records
+		// the moves against the IDs before.
+		from := p.fromIDs()
+		if err := p.setShards(ids); err != nil {
+			p.ids = oldIDs
+			return nil, err
+		}
+		for i := range p.entries {
+			e := &p.entries[i]
+			e.at = -1
+			if j, found := slices.BinarySearch(ids, from[i]); found {
+				e.at = int32(j)
+			}
+		}
+		p.settle(from, p.fresh(slices.Values(from)), &moves)
+		if p.tenants != nil {
+			for _, e := range p.entries {
+				p.tenants[e.id] = slot{w: e.w, at: e.at}
+			}
+		}
+		return moves, nil
+	}
 	if err := p.setShards(ids); err != nil {
 		p.ids = oldIDs
 		return nil, err
 	}
-	var moves []Move
 	p.replayAll(oldIDs, &moves)
 	return moves, nil
 }

@@ -36,11 +36,18 @@ func (p *Placement) Set(t Tenant) ([]Move, error) {
 	p.entries = slices.Insert(p.entries, b, e)
 	p.total += t.Weight
 	p.tenants[t.ID] = slot{w: t.Weight, at: e.at}
+	var moves []Move
+	if p.sticky {
+		p.cap = capacity(p.total, len(p.ids), p.factor)
+		from := p.fromIDs()
+		p.settle(from, p.fresh(slices.Values(from)), &moves)
+		p.tenants[t.ID] = slot{w: t.Weight, at: p.entries[b].at}
+		return moves, nil
+	}
 	c.idx, c.hi = b, b
 	if present {
 		c.hi = max(a, b)
 	}
-	var moves []Move
 	p.update(c, &moves)
 	return moves, nil
 }
@@ -58,6 +65,20 @@ func (p *Placement) Remove(id string) []Move {
 	delete(p.prefs, id)
 	p.total -= old.w
 	moves := []Move{{Tenant: id, Weight: old.w, From: p.ids[old.at], To: -1}}
+	if p.sticky {
+		p.cap = capacity(p.total, len(p.ids), p.factor)
+		from := p.fromIDs()
+		named := func(yield func(int) bool) {
+			for _, s := range from {
+				if !yield(s) {
+					return
+				}
+			}
+			yield(moves[0].From) // the removed tenant was on its shard too
+		}
+		p.settle(from, p.fresh(named), &moves)
+		return moves
+	}
 	p.update(change{hi: a - 1, idx: -1, oldW: old.w, oldAt: old.at}, &moves)
 	return moves
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -18,7 +19,11 @@ type PoolOptions struct {
 	Shards int
 	// Auto tunes the automatic shard count when Shards is zero.
 	Auto CountOptions
-	// Assign tunes the placement of tenants on shards.
+	// Assign tunes the placement of tenants on shards. With Assign.Sticky
+	// the pool places with memory: a tenant moves only when a resize or the
+	// balance bound makes it (see Assign). That placement depends on the
+	// pool's history, so replicas that must each derive the same placement
+	// must leave it off.
 	Assign Options
 	// Workers is the number of workers of each shard. Zero means 4.
 	Workers int
@@ -44,9 +49,9 @@ type PoolOptions struct {
 	// time in Stats includes the time the shard was not owned. When the
 	// answer changes to true, call Recheck so that the shard's workers look
 	// again; before giving a shard up, make Owned return false for it and
-	// call Drain. Nil means every shard is owned. Shard IDs are 0..N-1 and an
-	// automatic count changes N, so replicas that share shards want a fixed
-	// Shards.
+	// call Drain. Nil means every shard is owned. Shard IDs are 0..N-1
+	// unless set by SetShards, and an automatic count changes N, so
+	// replicas that share shards want a fixed Shards.
 	//
 	// Owned is called with the pool's lock held, by the workers before each
 	// item and by Add, AddAfter, Stats and the delay loop. It must be cheap,
@@ -187,6 +192,65 @@ func (p *Pool) Resize(n int) error {
 	}
 	p.afterChange(-1)
 	return nil
+}
+
+// SetShards sets a fixed set of shard IDs and turns off the automatic
+// count, as Resize does, but the IDs need not be 0..n-1: SetShards of the
+// current IDs without one drops that shard, wherever it is, and the
+// tenants of the other shards stay where they are unless the balance moves
+// them (with PoolOptions.Assign.Sticky, only then). IDs must be distinct,
+// not negative, and at least one.
+func (p *Pool) SetShards(ids []int) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("set shards: need at least 1")
+	}
+	for _, id := range ids {
+		if id < 0 {
+			return fmt.Errorf("set shards: negative shard ID %d", id)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.setShards(ids); err != nil {
+		return fmt.Errorf("set shards: %w", err)
+	}
+	return nil
+}
+
+func (p *Pool) setShards(ids []int) error {
+	if err := p.s.setShards(ids); err != nil {
+		return err
+	}
+	p.s.auto = false
+	p.afterChange(-1)
+	return nil
+}
+
+// RemoveShard drops shard id, whichever it is, and keeps the others; it
+// turns off the automatic count. Removing the only shard, or one the pool
+// does not have, is an error.
+func (p *Pool) RemoveShard(id int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := slices.Clone(p.s.place.ids)
+	i := slices.Index(ids, id)
+	switch {
+	case i < 0:
+		return fmt.Errorf("remove shard %d: no such shard", id)
+	case len(ids) == 1:
+		return fmt.Errorf("remove shard %d: it is the only one", id)
+	}
+	if err := p.setShards(slices.Delete(ids, i, i+1)); err != nil {
+		return fmt.Errorf("remove shard %d: %w", id, err)
+	}
+	return nil
+}
+
+// Shards returns the shard IDs in ascending order.
+func (p *Pool) Shards() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.s.place.ids)
 }
 
 // Lookup returns the shard of a tenant.

@@ -105,8 +105,11 @@ func (s *sched) forget(t *tenantQ, it *item) {
 }
 
 // resize places the tenants on shards 0..n-1.
-func (s *sched) resize(n int) error {
-	moves, err := s.place.Resize(Range(max(n, 1)))
+func (s *sched) resize(n int) error { return s.setShards(Range(max(n, 1))) }
+
+// setShards places the tenants on the shard IDs ids.
+func (s *sched) setShards(ids []int) error {
+	moves, err := s.place.Resize(ids)
 	if err != nil {
 		return err
 	}

@@ -188,6 +188,13 @@ func TestCount(t *testing.T) {
 		{"custom max and target", 0, 1000, 1, CountOptions{Max: 4, Target: 50}, 4},
 		{"custom target", 0, 1000, 1, CountOptions{Target: 250}, 4},
 		{"one tenant", 5, 5000, 5000, CountOptions{}, 1},
+		// Issue 21: one release more or less on the heaviest tenant used to
+		// flip the count between 14 and 15.
+		{"above the heaviest limit drops to it", 15, 56435, 3763, CountOptions{}, 14},
+		{"below the heaviest limit rises only with margin", 14, 56435, 3762, CountOptions{}, 14},
+		{"rises to the heaviest limit past the margin", 14, 56435, 3420, CountOptions{}, 15},
+		{"heaviest limit without hysteresis", 14, 56435, 3762, CountOptions{Hysteresis: -1}, 15},
+		{"first count takes the heaviest limit", 0, 56435, 3762, CountOptions{}, 15},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

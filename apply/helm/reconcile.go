@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"errors"
+	"time"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 )
@@ -31,6 +32,11 @@ type ReconcileOptions struct {
 	// Drift is what to do about drift of an up-to-date release.
 	// Default: DriftDisabled.
 	Drift DriftMode
+	// Starting, when set, is called just before an install, an upgrade or
+	// a remedy of a failure starts, with the action and its timeout, so
+	// that the caller can say what is running. It runs on the caller's
+	// goroutine and must not block. Default: nil.
+	Starting func(a Action, timeout time.Duration)
 }
 
 // Outcome is what Reconcile did and what should follow.
@@ -111,6 +117,7 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		out.Next = next
 		return nil
 	}
+	o.starting(a)
 	var res Result
 	if a == ActionInstall {
 		r, ierr := s.install(InstallOptions{Spec: o.Spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
@@ -143,9 +150,16 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	if statusOf(h.latest()) != rcommon.StatusFailed {
 		return err // the failure stored no revision: nothing to remedy
 	}
+	o.starting(plan.Remedy)
 	r, ra, rerr := s.remedy(h, plan.Remedy, remedyOptions(o.Spec))
 	out.Steps = append(out.Steps, resultOf(ra, r))
 	return errors.Join(err, rerr)
+}
+
+func (o ReconcileOptions) starting(a Action) {
+	if o.Starting != nil {
+		o.Starting(a, o.timeout())
+	}
 }
 
 func (s *session) reconcileDrift(mode DriftMode, out *Outcome) error {

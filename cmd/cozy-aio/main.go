@@ -51,10 +51,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runEngine(args, stderr)
 	case "static-pod":
 		err = staticPod(args, stdout, stderr)
+	case "status":
+		err = statusCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, static-pod or version", cmd)
+		err = fmt.Errorf("unknown command %q: want run, status, static-pod or version", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "cozy-aio:", err)
@@ -119,6 +121,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.DurationVar(&r.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long a holder retries renewing before it gives up and stops writing")
 	fs.DurationVar(&r.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between attempts to acquire or renew a Lease")
 	fs.DurationVar(&r.HandoffGrace, "handoff-grace", 30*time.Second, "longest wait for a shard's running Helm actions before its Lease is handed off")
+	fs.DurationVar(&o.Engine.ProgressAfter, "progress-after", 2*time.Second, "how long a Helm action runs, or a HelmRelease waits in its shard's queue, before its status says so (negative: never)")
 	fs.StringVar(&f.logFmt, "log-format", "json", "json or text")
 	fs.StringVar(&f.logLvl, "log-level", "info", "debug, info or error")
 	if err := envDefault(fs); err != nil {
@@ -158,7 +161,7 @@ func runEngine(args []string, stderr io.Writer) error {
 		return err
 	}
 	level := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "error": zapcore.ErrorLevel}[f.logLvl]
-	logger := zap.New(zap.WriteTo(stderr), zap.UseDevMode(f.logFmt == "text"), zap.Level(level),
+	logger := zap.New(zap.WriteTo(stderr), zap.UseDevMode(f.logFmt == "text"), zap.Level(level), zap.StacktraceLevel(zapcore.PanicLevel),
 		func(o *zap.Options) { o.TimeEncoder = zapcore.ISO8601TimeEncoder })
 	ctrl.SetLogger(logger)
 	f.opts.Logger = logger.WithName("bootstrap")

@@ -71,25 +71,3 @@ func TestContentParses(t *testing.T) {
 		}
 	}
 }
-
-func TestParseSample(t *testing.T) {
-	name, labels, v, ok := parseSample(`cozy_aio_shard_load{shard="3"} 250`)
-	if !ok || name != "cozy_aio_shard_load" || labels["shard"] != "3" || v != 250 {
-		t.Fatalf("got %q %v %v %v", name, labels, v, ok)
-	}
-	name, labels, v, ok = parseSample(`rest_client_requests_total{code="200",host="127.0.0.1:6443",method="GET"} 4053`)
-	if !ok || name != "rest_client_requests_total" || labels["method"] != "GET" || labels["host"] != "127.0.0.1:6443" || v != 4053 {
-		t.Fatalf("got %q %v %v %v", name, labels, v, ok)
-	}
-	// A sample without labels, as cozy_aio_leader is.
-	name, labels, v, ok = parseSample(`cozy_aio_leader 1`)
-	if !ok || name != "cozy_aio_leader" || len(labels) != 0 || v != 1 {
-		t.Fatalf("got %q %v %v %v", name, labels, v, ok)
-	}
-	if _, _, _, ok := parseSample("# HELP x y"); ok {
-		t.Fatal("a comment parsed as a sample")
-	}
-	if _, _, _, ok := parseSample("garbage"); ok {
-		t.Fatal("a line without a value parsed as a sample")
-	}
-}

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,11 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/status"
 	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
@@ -160,9 +157,7 @@ type Check struct {
 }
 
 // ShardLoad is one shard as cozy-aio's metrics report it.
-type ShardLoad struct {
-	ID, Load, Tenants int
-}
+type ShardLoad = status.Shard
 
 // Run runs the demo: it starts the sources and the simulated cluster (or,
 // with Scale, a plain API server), runs cozy-aio as a node would, prints
@@ -480,11 +475,7 @@ func (h *harness) progress(ctx context.Context, units []Unit) {
 	if m.phase != "" {
 		fmt.Fprintf(&b, "phase=%-7s ", m.phase)
 	}
-	for _, c := range countUnits(units) {
-		if c.Total > 0 || c.Kind == "HelmRelease" {
-			fmt.Fprintf(&b, " %s %d/%d", c.Kind, c.Ready, c.Total)
-		}
-	}
+	b.WriteString(status.ReadyLine(countUnits(units)))
 	if h.cluster != nil {
 		ready, total := h.nodesWithNetwork(ctx)
 		fmt.Fprintf(&b, "  nodes-with-network %d/%d", ready, total)
@@ -505,7 +496,8 @@ func (h *harness) progress(ctx context.Context, units []Unit) {
 	h.say("%s", b.String())
 }
 
-// scraped is what the demo reads from a cozy-aio process's /metrics.
+// scraped is what the demo reads from a cozy-aio process's /metrics
+// (status.Scrape, which `cozy-aio status` reads too).
 type scraped struct {
 	// up is set when /metrics answered.
 	up     bool
@@ -523,102 +515,14 @@ type scraped struct {
 	runs, running int
 }
 
-// scrapedFamilies selects the metric families scrape reads.
-var scrapedFamilies = url.Values{"name[]": {
-	"cozy_aio_bootstrap_phase", "cozy_aio_shard_load", "cozy_aio_shard_tenants", "rest_client_requests_total",
-	"cozy_aio_leader", "cozy_aio_shard_owned", "cozy_aio_tenant_runs_succeeded_total", "cozy_aio_shard_items",
-}}.Encode()
-
 // scrapeMetrics reads the /metrics of the cozy-aio process at addr once.
 func scrapeMetrics(addr string) scraped {
-	var s scraped
-	cl := http.Client{Timeout: 5 * time.Second}
-	// Only the families read below: the whole exposition holds a duration
-	// histogram per object, about 1.5 MB at 1,000 releases.
-	resp, err := cl.Get("http://" + addr + "/metrics?" + scrapedFamilies)
+	m, err := status.Scrape(context.Background(), addr)
 	if err != nil {
-		return s
+		return scraped{}
 	}
-	defer resp.Body.Close()
-	s.requests = map[string]int{}
-	loads := map[int]*ShardLoad{}
-	at := func(label string) *ShardLoad {
-		id, err := strconv.Atoi(label)
-		if err != nil {
-			return &ShardLoad{}
-		}
-		if loads[id] == nil {
-			loads[id] = &ShardLoad{ID: id}
-		}
-		return loads[id]
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, labels, value, ok := parseSample(sc.Text())
-		if !ok {
-			continue
-		}
-		switch name {
-		case "cozy_aio_bootstrap_phase":
-			if value == 1 {
-				s.phase = labels["phase"]
-			}
-		case "cozy_aio_shard_load":
-			at(labels["shard"]).Load = int(value)
-		case "cozy_aio_shard_tenants":
-			at(labels["shard"]).Tenants = int(value)
-		case "rest_client_requests_total":
-			s.requests[labels["method"]] += int(value)
-		case "cozy_aio_leader":
-			s.leader = value == 1
-		case "cozy_aio_shard_owned":
-			if id, err := strconv.Atoi(labels["shard"]); err == nil && value == 1 {
-				s.owned = append(s.owned, id)
-			}
-		case "cozy_aio_tenant_runs_succeeded_total":
-			s.runs += int(value)
-		case "cozy_aio_shard_items":
-			if labels["state"] == "running" {
-				s.running += int(value)
-			}
-		}
-	}
-	s.up = resp.StatusCode == http.StatusOK && sc.Err() == nil
-	for _, l := range loads {
-		s.shards = append(s.shards, *l)
-	}
-	sort.Slice(s.shards, func(i, j int) bool { return s.shards[i].ID < s.shards[j].ID })
-	sort.Ints(s.owned)
-	return s
-}
-
-// parseSample reads `name{label="value",...} number` or `name number` from
-// the Prometheus text format; label values hold no quote or comma in the
-// samples read.
-func parseSample(line string) (name string, labels map[string]string, value float64, ok bool) {
-	if strings.HasPrefix(line, "#") {
-		return "", nil, 0, false
-	}
-	labels = map[string]string{}
-	open := strings.IndexByte(line, '{')
-	end := strings.LastIndexByte(line, '}')
-	if open < 0 && end < 0 {
-		// A sample without labels: `name number`.
-		name, v, found := strings.Cut(line, " ")
-		value, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		return name, labels, value, found && err == nil
-	}
-	if open < 0 || end < open {
-		return "", nil, 0, false
-	}
-	for _, pair := range strings.Split(line[open+1:end], ",") {
-		if k, v, found := strings.Cut(pair, "="); found {
-			labels[k] = strings.Trim(v, `"`)
-		}
-	}
-	value, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-	return line[:open], labels, value, err == nil
+	return scraped{up: m.Up, phase: m.Phase, shards: m.Shards, requests: m.Requests,
+		leader: m.Leader, owned: m.Owned(), runs: m.Runs, running: m.Running}
 }
 
 func (h *harness) teardown() {
