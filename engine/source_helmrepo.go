@@ -64,14 +64,21 @@ func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.
 		return failed(sourcev1.IndexationFailedReason, err)
 	}
 	if res.Unchanged {
-		return succeeded("stored artifact: revision '%s'", res.Digest)
+		return indexStored(res.Digest)
 	}
 	obj.Status.Artifact = toMetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
 		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
-	return succeeded("stored artifact: revision '%s'", res.Artifact.Revision)
+	return indexStored(res.Artifact.Revision)
+}
+
+// indexStored is Flux's Ready condition of a HelmRepository.
+func indexStored(revision string) outcome {
+	o := succeeded("stored artifact: revision '%s'", revision)
+	o.reason = meta.SucceededReason
+	return o
 }
 
 // storedIndex reports whether the index artifact status names is in the
@@ -95,7 +102,9 @@ func (r *helmRepositoryReconciler) reconcileOCI(ctx context.Context, obj *source
 	}
 	obj.Status.Artifact = nil
 	obj.Status.URL = ""
-	return succeeded("Helm repository is ready")
+	o := succeeded("Helm repository is Ready")
+	o.reason = meta.SucceededReason
+	return o
 }
 
 // helmRepoOptions reads how to reach an HTTP(S) repository from its
