@@ -113,24 +113,27 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 		}
 	}
-	have := &sourcev1.HelmChart{}
-	err := e.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(want), have)
-	if apierrors.IsNotFound(err) {
-		err = e.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(want), have)
-	}
 	obj.Status.HelmChart = want.Namespace + "/" + want.Name
 	// Until the HelmChart has reconciled its latest spec, its artifact may
 	// be another version's: wait, as Flux does; its readiness wakes the
 	// release.
 	pending := waiting(meta.DependencyNotReadyReason, fmt.Sprintf("HelmChart '%s/%s' is not ready: its latest generation is not reconciled yet", want.Namespace, want.Name), 0)
-	switch {
-	case apierrors.IsNotFound(err):
-		if err := e.mgr.GetClient().Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: creating HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
+	have := &sourcev1.HelmChart{}
+	err := e.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		// Create first: the cache has not seen the HelmChart, and asking
+		// the API server before every creation would cost a request more.
+		err = e.mgr.GetClient().Create(ctx, want.DeepCopy())
+		if err == nil {
+			return pending, false
 		}
-		return pending, false
+		if apierrors.IsAlreadyExists(err) {
+			err = e.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(want), have)
+		}
+	}
+	switch {
 	case err != nil:
-		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: reading HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
+		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: creating or reading HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
 	case helmChartChanged(have, want):
 		patch := client.MergeFrom(have.DeepCopy())
 		have.Spec = want.Spec
