@@ -208,9 +208,9 @@ type harness struct {
 	git      *testenv.GitServer
 	reg      *testenv.Registry
 	helmRepo *testenv.HelmRepo
-	cluster *testenv.Cluster
-	cp      *testenv.ControlPlane
-	c       client.Client
+	cluster  *testenv.Cluster
+	cp       *testenv.ControlPlane
+	c        client.Client
 	// units reads the Flux objects from watches, so that the progress
 	// display costs the API server one event per change rather than a
 	// full list of every object every interval.
