@@ -505,7 +505,7 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 		{repos["tls-unknown-ca"], []string{"HelmRepository/" + ns + "/tls-unknown-ca", "certificate signed by unknown authority"}},
 		{repos["unreachable"], []string{"HelmRepository/" + ns + "/unreachable", "connection refused"}},
 		{repos["oci-unreachable"], []string{"HelmRepository/" + ns + "/oci-unreachable", "connection refused"}},
-		{charts["no-match"], []string{"HelmChart/" + ns + "/no-match", `no "demo" chart with version matching ">=5.0.0"`, "newest available: 1.0.0"}},
+		{charts["no-match"], []string{"HelmChart/" + ns + "/no-match", `chart "demo": no version matches ">=5.0.0"`, "newest available: 1.0.0"}},
 		{charts["no-chart"], []string{"HelmChart/" + ns + "/no-chart", `chart not found in the index: "absent"`}},
 		{charts["other-host"], []string{"HelmChart/" + ns + "/other-host", "401 Unauthorized", "passCredentials"}},
 		{charts["not-a-chart"], []string{"HelmChart/" + ns + "/not-a-chart", "invalid chart archive"}},

@@ -41,7 +41,7 @@ func TestSelect(t *testing.T) {
 		{"~1.2", "1.2.0", ""},
 		{">=2.0.0-0", "2.0.0-rc.1", ""},
 		{"1.0.0", "1.0.0", ""},
-		{">=3", "", `no "demo" chart with version matching ">=3" (newest available: 2.0.0-rc.1, 1.10.0, 1.2.0, 1.0.0, 0.9.0)`},
+		{">=3", "", `chart "demo": no version matches ">=3" (newest available: 2.0.0-rc.1, 1.10.0, 1.2.0, 1.0.0, 0.9.0)`},
 		{"][", "", "is not a semver range"},
 	} {
 		cv, err := helmrepo.Select(idx, "demo", tc.rng)

@@ -1,18 +1,22 @@
 package helmrepo
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
-
-	"github.com/cozystack/cozy-aio/source"
 )
 
-// ErrChartNotFound means the index has no chart of that name.
-var ErrChartNotFound = fmt.Errorf("chart not found in the index")
+// Errors of Select.
+var (
+	// ErrChartNotFound means the index has no chart of that name.
+	ErrChartNotFound = errors.New("chart not found in the index")
+	// ErrNoVersionMatch means no version of the chart is in the range.
+	ErrNoVersionMatch = errors.New("no version matches")
+)
 
 // newestListed is how many versions a no-match message lists.
 const newestListed = 5
@@ -39,7 +43,7 @@ func Select(idx *repo.IndexFile, chart, rng string) (*repo.ChartVersion, error) 
 	}
 	c, err := semver.NewConstraint(rng)
 	if err != nil {
-		return nil, fmt.Errorf("%w: version %q of chart %q is not a semver range: %w", source.ErrNoSemverMatch, rng, chart, err)
+		return nil, fmt.Errorf("chart %q: %w: version %q is not a semver range: %w", chart, ErrNoVersionMatch, rng, err)
 	}
 	type candidate struct {
 		v  *semver.Version
@@ -68,8 +72,7 @@ func Select(idx *repo.IndexFile, chart, rng string) (*repo.ChartVersion, error) 
 		for i := 0; i < len(all) && i < newestListed; i++ {
 			names = append(names, all[i].cv.Version)
 		}
-		return nil, fmt.Errorf("%w: no %q chart with version matching %q (newest available: %s)",
-			source.ErrNoSemverMatch, chart, rng, strings.Join(names, ", "))
+		return nil, fmt.Errorf("chart %q: %w %q (newest available: %s)", chart, ErrNoVersionMatch, rng, strings.Join(names, ", "))
 	}
 	slices.SortStableFunc(matched, newestFirst)
 	return matched[0].cv, nil
