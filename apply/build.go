@@ -34,6 +34,11 @@ type BuildOptions struct {
 	// MaxBytes bounds the total size of the files read from the directory.
 	// Default: 64 MiB.
 	MaxBytes int64
+	// Substitute, when set, replaces post-build variables in every rendered
+	// object, on the objects as kustomize renders them (so a quoted
+	// "${port}" stays a string), as kustomize-controller does. Default:
+	// nil, no substitution.
+	Substitute *SubstituteOptions
 }
 
 // Build runs kustomize (krusty) on dir and returns the objects it renders.
@@ -73,6 +78,14 @@ func Build(ctx context.Context, dir string, opts BuildOptions) ([]*unstructured.
 	}
 	out := make([]*unstructured.Unstructured, 0, resMap.Size())
 	for _, res := range resMap.Resources() {
+		if opts.Substitute != nil {
+			u, err := substituteResource(res, *opts.Substitute)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, u)
+			continue
+		}
 		m, err := res.Map()
 		if err != nil {
 			return nil, fmt.Errorf("kustomize build of %s: %s: %w", dir, res.CurId(), err)

@@ -11,14 +11,15 @@
 //
 // Build runs krusty on a directory, generating a kustomization over every
 // manifest when the directory has none (as Flux does). Remote bases are
-// refused unless BuildOptions.AllowRemoteBases is set. Substitute replaces
-// ${var}, ${var:=default} and the $${var} escape; an object annotated
-// kustomize.toolkit.fluxcd.io/substitute: disabled is left alone, and
-// SubstituteOptions.Strict turns a variable without a value into a
-// *MissingVarError.
+// refused unless BuildOptions.AllowRemoteBases is set. BuildOptions.Substitute
+// replaces post-build variables with Flux's own code (fluxcd/pkg/kustomize
+// and fluxcd/pkg/envsubst): every bash operator, the $${var} escape, and the
+// kustomize.toolkit.fluxcd.io/substitute: disabled opt-out; Strict turns a
+// variable without a value into a *SubstituteError naming the object.
 //
-//	objs, err := apply.Build(ctx, dir, apply.BuildOptions{})
-//	objs, err = apply.Substitute(objs, apply.SubstituteOptions{Vars: vars, Strict: true})
+//	objs, err := apply.Build(ctx, dir, apply.BuildOptions{
+//		Substitute: &apply.SubstituteOptions{Vars: vars, Strict: true},
+//	})
 //
 // # Apply
 //

@@ -188,6 +188,5 @@ func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
 		fieldCheck{"spec.buildMetadata", len(obj.Spec.BuildMetadata) > 0},
 		fieldCheck{"spec.ignore", len(obj.Spec.Ignore) > 0},
 		fieldCheck{"spec.dependsOn[].readyExpr", readyExpr},
-		fieldCheck{"spec.postBuild.substituteStrategy", obj.Spec.PostBuild != nil && obj.Spec.PostBuild.SubstituteStrategy != ""},
 	)
 }

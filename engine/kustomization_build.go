@@ -38,21 +38,24 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, failed(meta.InvalidPathReason, fmt.Errorf("%s: path %q not found in revision %s", self, obj.Spec.Path, art.Revision)), false
 	}
-	objs, err := apply.Build(ctx, dir, apply.BuildOptions{AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted})
-	if err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
-	}
-	if ns := obj.Spec.TargetNamespace; ns != "" {
-		if err := r.setNamespace(objs, ns); err != nil {
-			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
-		}
-	}
+	bopts := apply.BuildOptions{AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted}
 	if pb := obj.Spec.PostBuild; pb != nil {
 		vars, err := r.substitutions(ctx, obj, self)
 		if err != nil {
 			return nil, failed(meta.BuildFailedReason, err), false
 		}
-		if objs, err = apply.Substitute(objs, apply.SubstituteOptions{Vars: vars}); err != nil {
+		bopts.Substitute = &apply.SubstituteOptions{
+			Vars:   vars,
+			Strict: e.opts.StrictSubstitutions,
+			Always: obj.GetSubstituteStrategy() == kustomizev1.SubstituteStrategyAlways,
+		}
+	}
+	objs, err := apply.Build(ctx, dir, bopts)
+	if err != nil {
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
+	}
+	if ns := obj.Spec.TargetNamespace; ns != "" {
+		if err := r.setNamespace(objs, ns); err != nil {
 			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
 		}
 	}
