@@ -252,18 +252,33 @@ func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, op
 	if err != nil {
 		return Change{}, fmt.Errorf("%s: encoding: %w", ref, err)
 	}
+	if why := skipReason(o, nil); why != "" {
+		return Change{Object: ref, Action: Skipped, Detail: why}, nil
+	}
 	sum := sha256.Sum256(append([]byte(a.identity+"\x00"), body...))
 	prev := liveState{}
 	if a.opts.Cache != nil {
 		prev = a.opts.Cache.lookup(m.Resource, ref, sum)
-		if prev.unchanged {
-			return Change{Object: ref, Action: Unchanged}, nil
-		}
 	}
 	if !prev.known {
 		if prev, err = a.getMeta(ctx, m, ref); err != nil {
 			return Change{}, err
 		}
+	}
+	if prev.exists {
+		// IfNotPresent is decided here, before the unchanged shortcut, so
+		// that an existing object is skipped (and leaves the inventory
+		// without being pruned) on every apply, as in Flux.
+		live := liveMetadata(prev.labels, prev.annotations)
+		if why := skipReason(o, live); why != "" {
+			return Change{Object: ref, Action: Skipped, Detail: why}, nil
+		}
+		if ssautils.AnyInMetadata(live, forceSelector) && o.GetAnnotations()[ImmutablePolicyAnnotation] == "" {
+			opts.ImmutablePolicy, opts.KindPolicies = ImmutableRecreate, nil
+		}
+	}
+	if prev.unchanged {
+		return Change{Object: ref, Action: Unchanged}, nil
 	}
 	code, rv, err := a.patch(ctx, m, ref, body)
 	detail := ""
@@ -294,6 +309,8 @@ type liveState struct {
 	exists          bool
 	resourceVersion string
 	unchanged       bool // the write would change nothing
+	// labels and annotations hold the selector keys of the live object.
+	labels, annotations map[string]string
 }
 
 type objectMeta struct {
@@ -318,7 +335,8 @@ func (a *Applier) getMeta(ctx context.Context, m *meta.RESTMapping, ref health.O
 		}
 		return liveState{}, a.describe(ref, "get", err)
 	}
-	return liveState{known: true, exists: true, resourceVersion: om.Metadata.ResourceVersion}, nil
+	return liveState{known: true, exists: true, resourceVersion: om.Metadata.ResourceVersion,
+		labels: selectorSubset(om.Metadata.Labels), annotations: selectorSubset(om.Metadata.Annotations)}, nil
 }
 
 func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef) (*objectMeta, error) {

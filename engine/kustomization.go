@@ -92,7 +92,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	}
 	next := cs.Inventory()
 	if obj.Spec.Prune && obj.Status.Inventory != nil {
-		stale := inventoryOf(obj.Status.Inventory).Stale(next)
+		stale := cs.Stale(inventoryOf(obj.Status.Inventory))
 		if _, err := applier.Prune(ctx, stale, apply.PruneOptions{Owner: owner}); err != nil {
 			obj.Status.Inventory = toFluxInventory(next)
 			return failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, err))
