@@ -64,7 +64,7 @@ func TestSSAAnnotations(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantActions(t, cs, map[string]Action{
-				"Secret/" + ns + "/creds":     Created,
+				"Secret/" + ns + "/creds":      Created,
 				"ConfigMap/" + ns + "/ignored": Skipped,
 				"ConfigMap/" + ns + "/plain":   Created,
 			})
@@ -102,7 +102,7 @@ func TestSSAAnnotations(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantActions(t, cs, map[string]Action{
-				"Secret/" + ns + "/creds":     Skipped,
+				"Secret/" + ns + "/creds":      Skipped,
 				"ConfigMap/" + ns + "/ignored": Skipped,
 				"ConfigMap/" + ns + "/plain":   Skipped,
 			})
