@@ -91,6 +91,9 @@ func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelea
 	if err != nil {
 		return stalled(meta.DependencyNotReadyReason, err), false
 	}
+	if err := checkReadyExprs(obj); err != nil {
+		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err)), false
+	}
 	cr := obj.Spec.ChartRef
 	src := sourceRefOf(self, cr.Kind, cr.Namespace, cr.Name)
 	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRequeueAfter()); !ok {

@@ -16,12 +16,9 @@ import (
 
 func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
-	targetPath, readyExpr := false, false
+	targetPath := false
 	for _, v := range obj.Spec.ValuesFrom {
 		targetPath = targetPath || v.TargetPath != ""
-	}
-	for _, d := range obj.Spec.DependsOn {
-		readyExpr = readyExpr || d.ReadyExpr != ""
 	}
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.chart (use spec.chartRef)", obj.Spec.Chart != nil},
@@ -30,7 +27,6 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
 		fieldCheck{"spec.healthCheckExprs", len(obj.Spec.HealthCheckExprs) > 0},
 		fieldCheck{"spec.valuesFrom[].targetPath", targetPath},
-		fieldCheck{"spec.dependsOn[].readyExpr", readyExpr},
 		fieldCheck{"spec.driftDetection.ignore", obj.Spec.DriftDetection != nil && len(obj.Spec.DriftDetection.Ignore) > 0},
 		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
 		fieldCheck{"spec.upgrade.preserveValues", up.PreserveValues},
