@@ -38,6 +38,10 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 		fieldCheck{"spec.install.serverSideApply: false", in.ServerSideApply != nil && !*in.ServerSideApply},
 		fieldCheck{"spec.upgrade.serverSideApply: disabled", up.ServerSideApply == helmv2.ServerSideApplyDisabled},
 		fieldCheck{"spec.upgrade.chartNameChangeStrategy", up.ChartNameChangeStrategy != ""},
+		// cozy-aio runs no post-renderer (not even Flux's origin labels),
+		// so only the default strategy means the same.
+		fieldCheck{"spec.postRenderStrategy (other than combined)", obj.Spec.PostRenderStrategy != "" &&
+			obj.Spec.PostRenderStrategy != helmv2.PostRenderStrategyCombined},
 	)
 }
 
