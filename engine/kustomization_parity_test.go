@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/kustomize"
@@ -15,6 +16,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -248,4 +250,75 @@ func TestKustomizationParityBadInputs(t *testing.T) {
 				containsAll(conditions.GetMessage(k, meta.ReadyCondition), tc.says)
 		}, "Ready=False with reason "+tc.reason+" saying "+strings.Join(tc.says, ", "))
 	}
+}
+
+// TestKustomizationDeletionPolicy deletes Kustomizations with Orphan (its
+// objects stay although it prunes) and Delete (its objects go although it
+// does not prune).
+func TestKustomizationDeletionPolicy(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	gitSource(t, ns, "del", map[string]string{
+		"orphan/cm.yaml": configMap("orphaned", ns),
+		"delete/cm.yaml": configMap("deleted", ns),
+	})
+	startEngine(t, engine.Options{})
+	orphan := kustomization(ns, "orphan", "del", "./orphan")
+	orphan.Spec.DeletionPolicy = kustomizev1.DeletionPolicyOrphan
+	del := kustomization(ns, "delete", "del", "./delete")
+	del.Spec.Prune = false
+	del.Spec.DeletionPolicy = kustomizev1.DeletionPolicyDelete
+	for _, k := range []*kustomizev1.Kustomization{orphan, del} {
+		if err := cp.Client.Create(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, k, readyIs(k, true), "Ready=True")
+		if err := cp.Client.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []*kustomizev1.Kustomization{orphan, del} {
+		waitGone(t, k)
+	}
+	if !exists(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphaned", Namespace: ns}}) {
+		t.Error("deletionPolicy Orphan deleted the inventory")
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "deleted", Namespace: ns}}
+	if exists(t, cm) && cm.DeletionTimestamp.IsZero() {
+		t.Error("deletionPolicy Delete kept the inventory")
+	}
+}
+
+func waitGone(t *testing.T, obj client.Object) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); exists(t, obj); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still there", obj.GetName())
+		}
+	}
+}
+
+// TestKustomizationReadyExpr checks that dependsOn[].readyExpr replaces
+// the Ready check, as in Flux: a dependency that is not Ready admits a
+// dependent whose expression holds, and holds back one whose does not.
+func TestKustomizationReadyExpr(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	gitSource(t, ns, "src", map[string]string{"good/cm.yaml": configMap("good", ns)})
+	startEngine(t, engine.Options{})
+	base := kustomization(ns, "base", "src", "./nowhere") // never Ready
+	pass := kustomization(ns, "pass", "src", "./good")
+	pass.Spec.DependsOn = []meta.DependencyReference{{Name: "base", ReadyExpr: "dep.metadata.name == 'base' && self.metadata.name == 'pass'"}}
+	hold := kustomization(ns, "hold", "src", "./good")
+	hold.Spec.DependsOn = []meta.DependencyReference{{Name: "base", ReadyExpr: "dep.spec.path == './elsewhere'"}}
+	for _, k := range []*kustomizev1.Kustomization{base, pass, hold} {
+		if err := cp.Client.Create(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, pass, readyIs(pass, true), "Ready=True through readyExpr")
+	waitFor(t, hold, func() bool {
+		return conditions.GetReason(hold, meta.ReadyCondition) == meta.DependencyNotReadyReason &&
+			strings.Contains(conditions.GetMessage(hold, meta.ReadyCondition), "readyExpr")
+	}, "DependencyNotReady naming the readyExpr")
 }
