@@ -13,6 +13,7 @@ require (
 	github.com/fluxcd/kustomize-controller/api v1.9.6
 	github.com/fluxcd/pkg/apis/kustomize v1.21.0
 	github.com/fluxcd/pkg/apis/meta v1.33.0
+	github.com/fluxcd/pkg/chartutil v1.30.0
 	github.com/fluxcd/pkg/envsubst v1.8.0
 	github.com/fluxcd/pkg/gittestserver v0.25.0
 	github.com/fluxcd/pkg/kustomize v1.41.0

@@ -36,8 +36,7 @@ var specFields = map[string]specFieldPolicy{
 		spec: reflect.TypeFor[helmv2.HelmReleaseSpec](),
 		honoured: []string{
 			"chartRef", "interval", "releaseName", "targetNamespace", "storageNamespace", "serviceAccountName",
-			"dependsOn", "suspend", "timeout", "maxHistory", "values", "valuesFrom.kind", "valuesFrom.name",
-			"valuesFrom.valuesKey", "valuesFrom.optional", "persistentClient",
+			"dependsOn", "suspend", "timeout", "maxHistory", "values", "valuesFrom", "persistentClient",
 			"install.timeout", "install.remediation", "install.strategy", "install.disableWait",
 			"install.disableWaitForJobs", "install.disableHooks", "install.disableSchemaValidation",
 			"install.disableOpenAPIValidation", "install.crds", "install.skipCRDs", "install.createNamespace",
@@ -47,9 +46,9 @@ var specFields = map[string]specFieldPolicy{
 			"upgrade.disableSchemaValidation", "upgrade.disableOpenAPIValidation", "upgrade.serverSideApply",
 			"upgrade.disableTakeOwnership",
 			"uninstall", "driftDetection.mode", "waitStrategy", "test.timeout",
-			// No effect without valuesFrom[].targetPath and test.enable,
-			// which are rejected: the same as in Flux.
-			"valuesFrom.literal", "test.ignoreFailures",
+			// No effect without test.enable, which is rejected: the
+			// same as in Flux.
+			"test.ignoreFailures",
 		},
 		check: func(spec reflect.Value) error {
 			return helmReleaseUnsupported(&helmv2.HelmRelease{Spec: spec.Interface().(helmv2.HelmReleaseSpec)})

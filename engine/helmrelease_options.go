@@ -2,31 +2,26 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	corev1 "k8s.io/api/core/v1"
+	"github.com/fluxcd/pkg/chartutil"
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
 
 func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
-	targetPath := false
-	for _, v := range obj.Spec.ValuesFrom {
-		targetPath = targetPath || v.TargetPath != ""
-	}
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.chart (use spec.chartRef)", obj.Spec.Chart != nil},
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
 		fieldCheck{"spec.postRenderers", len(obj.Spec.PostRenderers) > 0},
 		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
 		fieldCheck{"spec.healthCheckExprs", len(obj.Spec.HealthCheckExprs) > 0},
-		fieldCheck{"spec.valuesFrom[].targetPath", targetPath},
 		fieldCheck{"spec.driftDetection.ignore", obj.Spec.DriftDetection != nil && len(obj.Spec.DriftDetection.Ignore) > 0},
 		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
 		fieldCheck{"spec.upgrade.preserveValues", up.PreserveValues},
@@ -45,58 +40,35 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	)
 }
 
-// values merges valuesFrom (in order) and then spec.values, later layers
-// winning, as Flux does.
+// values merges valuesFrom (in order, with targetPath and literal) and then
+// spec.values with Flux's own fluxcd/pkg/chartutil, so the result is the
+// one helm-controller computes.
 func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (map[string]any, error) {
-	var layers []map[string]any
-	for _, ref := range obj.Spec.ValuesFrom {
-		key := ref.ValuesKey
-		if key == "" {
-			key = "values.yaml"
-		}
-		nn := client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}
-		var raw string
-		var found bool
-		switch ref.Kind {
-		case "ConfigMap":
-			var cm corev1.ConfigMap
-			if err := r.e.mgr.GetClient().Get(ctx, nn, &cm); err != nil {
-				if ref.Optional && client.IgnoreNotFound(err) == nil {
-					continue
-				}
-				return nil, fmt.Errorf("%s: valuesFrom ConfigMap %s: %w", self, nn, err)
-			}
-			raw, found = cm.Data[key]
-		case "Secret":
-			var s corev1.Secret
-			if err := r.e.mgr.GetClient().Get(ctx, nn, &s); err != nil {
-				if ref.Optional && client.IgnoreNotFound(err) == nil {
-					continue
-				}
-				return nil, fmt.Errorf("%s: valuesFrom Secret %s: %w", self, nn, err)
-			}
-			var b []byte
-			b, found = s.Data[key]
-			raw = string(b)
-		default:
-			return nil, fmt.Errorf("%s: valuesFrom kind %q must be ConfigMap or Secret", self, ref.Kind)
-		}
-		if !found {
-			if ref.Optional {
-				continue
-			}
-			return nil, fmt.Errorf("%s: valuesFrom %s %s has no key %q", self, ref.Kind, nn, key)
-		}
-		layer := map[string]any{}
-		if err := yaml.Unmarshal([]byte(raw), &layer); err != nil {
-			return nil, fmt.Errorf("%s: valuesFrom %s %s key %q: %w", self, ref.Kind, nn, key, err)
-		}
-		layers = append(layers, layer)
+	v, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), r.e.mgr.GetClient(), obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", self, valuesRefOf(obj, err), err)
 	}
-	if v := obj.GetValues(); len(v) > 0 {
-		layers = append(layers, v)
+	return v, nil
+}
+
+// valuesRefOf names the spec.valuesFrom entry a chartutil error is about:
+// its index, kind and object, and its targetPath when set.
+func valuesRefOf(obj *helmv2.HelmRelease, err error) string {
+	var ve *chartutil.ErrValuesReference
+	if !errors.As(err, &ve) {
+		return "spec.valuesFrom"
 	}
-	return helm.MergeValues(layers...), nil
+	for i, ref := range obj.Spec.ValuesFrom {
+		if ref.Kind != ve.Kind || ref.Name != ve.Name.Name || ref.GetValuesKey() != ve.Key {
+			continue
+		}
+		s := fmt.Sprintf("spec.valuesFrom[%d] %s %s", i, ref.Kind, ve.Name)
+		if ref.TargetPath != "" {
+			s += fmt.Sprintf(" targetPath %q", ref.TargetPath)
+		}
+		return s
+	}
+	return fmt.Sprintf("spec.valuesFrom %s %s", ve.Kind, ve.Name)
 }
 
 // helmOptions maps a HelmRelease's spec onto apply/helm's options.
