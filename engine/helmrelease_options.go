@@ -7,9 +7,12 @@ import (
 	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
@@ -19,8 +22,6 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.chart (use spec.chartRef)", obj.Spec.Chart != nil},
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
-		fieldCheck{"spec.postRenderers", len(obj.Spec.PostRenderers) > 0},
-		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
 		fieldCheck{"spec.healthCheckExprs", len(obj.Spec.HealthCheckExprs) > 0},
 		fieldCheck{"spec.driftDetection.ignore", obj.Spec.DriftDetection != nil && len(obj.Spec.DriftDetection.Ignore) > 0},
 		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
@@ -89,6 +90,7 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 			DisableHooks:            in.DisableHooks,
 			DisableSchemaValidation: in.DisableSchemaValidation,
 			MaxHistory:              obj.GetMaxHistory(),
+			PostRender:              postRender(obj),
 		},
 		InstallCRDs:     crdPolicy(in.CRDs, in.SkipCRDs, helm.CRDCreate),
 		UpgradeCRDs:     crdPolicy(up.CRDs, false, helm.CRDSkip),
@@ -222,4 +224,45 @@ func actionVerb(res helm.Outcome) string {
 		}
 	}
 	return "reconcile"
+}
+
+// postRender maps spec.postRenderers and spec.commonMetadata onto
+// apply/helm, with helm-controller's origin labels on every object.
+func postRender(obj *helmv2.HelmRelease) helm.PostRender {
+	p := helm.PostRender{OriginLabels: map[string]string{
+		helmv2.GroupVersion.Group + "/name":      obj.Name,
+		helmv2.GroupVersion.Group + "/namespace": obj.Namespace,
+	}}
+	for _, r := range obj.Spec.PostRenderers {
+		if r.Kustomize == nil {
+			continue
+		}
+		var k helm.KustomizeOverlay
+		for _, patch := range r.Kustomize.Patches {
+			k.Patches = append(k.Patches, kusttypes.Patch{Patch: patch.Patch, Target: kustSelector(patch.Target)})
+		}
+		for _, img := range r.Kustomize.Images {
+			k.Images = append(k.Images, kusttypes.Image{Name: img.Name, NewName: img.NewName, NewTag: img.NewTag, Digest: img.Digest})
+		}
+		p.Kustomize = append(p.Kustomize, k)
+	}
+	if cm := obj.Spec.CommonMetadata; cm != nil {
+		p.Labels, p.Annotations = cm.Labels, cm.Annotations
+	}
+	return p
+}
+
+func kustSelector(s *kustomize.Selector) *kusttypes.Selector {
+	if s == nil {
+		return nil
+	}
+	return &kusttypes.Selector{
+		ResId: resid.ResId{
+			Gvk:       resid.Gvk{Group: s.Group, Version: s.Version, Kind: s.Kind},
+			Name:      s.Name,
+			Namespace: s.Namespace,
+		},
+		AnnotationSelector: s.AnnotationSelector,
+		LabelSelector:      s.LabelSelector,
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,4 +63,87 @@ func TestHelmReleaseValuesFromTargetPath(t *testing.T) {
 		return conditions.GetReason(badExpr, meta.ReadyCondition) == meta.InvalidCELExpressionReason &&
 			strings.Contains(msg, "readyExpr") && strings.Contains(msg, ":1:")
 	}, "InvalidCELExpression with the position")
+}
+
+// rendererChart renders a Deployment and a ConfigMap, for post-renderers.
+func rendererChart() map[string]string {
+	return map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: demo\nversion: 2.0.0\n",
+		"values.yaml": "{}\n",
+		"templates/all.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-settings
+data:
+  color: blue
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}-web
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: "nginx:1.0"}]
+`,
+	}
+}
+
+// TestHelmReleasePostRenderers checks spec.postRenderers (strategic merge
+// and JSON 6902 patches with targets, images), spec.commonMetadata and
+// helm-controller's origin labels on the objects of a real release.
+func TestHelmReleasePostRenderers(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, rendererChart())
+	startEngine(t, engine.Options{})
+	src := chartSource(ns, "demo", reg.Host(), "2.0.0")
+	hr := helmRelease(ns, "app", "demo")
+	hr.Spec.Install = &helmv2.Install{DisableWait: true}
+	hr.Spec.Upgrade = &helmv2.Upgrade{DisableWait: true}
+	hr.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{
+		Patches: []kustomize.Patch{
+			{Patch: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: any\ndata:\n  patched: smp\n", Target: &kustomize.Selector{Kind: "ConfigMap"}},
+			{Patch: "- op: replace\n  path: /data/color\n  value: green\n", Target: &kustomize.Selector{Kind: "ConfigMap", Name: "app-settings"}},
+		},
+		Images: []kustomize.Image{{Name: "nginx", NewName: "registry.example/nginx", NewTag: "1.2"}},
+	}}}
+	hr.Spec.CommonMetadata = &helmv2.CommonMetadata{
+		Labels:      map[string]string{"team": "a", "helm.toolkit.fluxcd.io/name": "overridden"},
+		Annotations: map[string]string{"owner": "x"},
+	}
+	for _, o := range []client.Object{src, hr} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-settings", Namespace: ns}}
+	if !exists(t, cm) {
+		t.Fatal("no ConfigMap")
+	}
+	if cm.Data["patched"] != "smp" || cm.Data["color"] != "green" {
+		t.Errorf("patches not applied: %v", cm.Data)
+	}
+	want := map[string]string{"team": "a", "helm.toolkit.fluxcd.io/name": "app", "helm.toolkit.fluxcd.io/namespace": ns}
+	for k, v := range want {
+		if cm.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q (labels %v)", k, cm.Labels[k], v, cm.Labels)
+		}
+	}
+	if cm.Annotations["owner"] != "x" {
+		t.Errorf("annotations %v", cm.Annotations)
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "app-web", Namespace: ns}}
+	if !exists(t, dep) {
+		t.Fatal("no Deployment")
+	}
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "registry.example/nginx:1.2" {
+		t.Errorf("image = %s", img)
+	}
+	if dep.Spec.Selector.MatchLabels["team"] != "" || dep.Spec.Template.Labels["team"] != "" {
+		t.Errorf("common labels reached selectors or templates: %v %v", dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels)
+	}
 }

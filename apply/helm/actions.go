@@ -60,6 +60,9 @@ type Spec struct {
 	// MaxHistory is how many revisions to keep. Negative: all.
 	// Default: DefaultMaxHistory.
 	MaxHistory int
+	// PostRender changes the rendered manifests before they are applied.
+	// Default: no change.
+	PostRender PostRender
 }
 
 func (s Spec) timeout() time.Duration {
@@ -165,7 +168,7 @@ func (m *Manager) prepare(ctx context.Context, s Spec) (prepared, error) {
 		return prepared{}, err
 	}
 	vals := MergeValues(s.Values...)
-	return prepared{chart: ch, values: vals, digest: specDigest(cd, vals)}, nil
+	return prepared{chart: ch, values: vals, digest: specDigest(cd, vals, s.PostRender.digestPart())}, nil
 }
 
 // Install installs a release. A release whose latest revision failed or
@@ -243,6 +246,9 @@ func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, err
 		in.CreateNamespace = o.CreateNamespace
 		in.Replace = replace
 		in.Labels = map[string]string{LabelDigest: p.digest}
+		if !o.PostRender.isZero() {
+			in.PostRenderer = o.PostRender
+		}
 		r, err := in.Run(p.chart, p.values)
 		out, _ = r.(*releasev1.Release)
 		return err
@@ -268,6 +274,9 @@ func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, err
 		up.CleanupOnFail, up.ForceReplace = o.CleanupOnFail, o.Force
 		up.ResetValues = true // the caller's layers are the whole truth
 		up.Labels = map[string]string{LabelDigest: p.digest}
+		if !o.PostRender.isZero() {
+			up.PostRenderer = o.PostRender
+		}
 		r, err := up.Run(s.rel.Name, p.chart, p.values)
 		out, _ = r.(*releasev1.Release)
 		if errors.Is(err, errNoDeployed) {
