@@ -72,6 +72,13 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	if cm := obj.Spec.CommonMetadata; cm != nil {
 		ssautils.SetCommonMetadata(objs, cm.Labels, cm.Annotations)
 	}
+	for _, o := range objs {
+		// As Flux: ciphertext is never applied as a Secret's data.
+		if _, sops, _ := unstructured.NestedFieldNoCopy(o.Object, "sops"); sops && o.GetKind() == "Secret" && o.GetAPIVersion() == "v1" {
+			return nil, failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s is SOPS encrypted, configuring decryption is required for this secret to be reconciled",
+				self, health.RefOf(o))), false
+		}
+	}
 	if e.opts.Restricted {
 		for _, o := range objs {
 			if o.GetNamespace() != "" && o.GetNamespace() != obj.Namespace && obj.Spec.TargetNamespace == "" {

@@ -322,3 +322,37 @@ func TestKustomizationReadyExpr(t *testing.T) {
 			strings.Contains(conditions.GetMessage(hold, meta.ReadyCondition), "readyExpr")
 	}, "DependencyNotReady naming the readyExpr")
 }
+
+// TestKustomizationRefusesSOPSSecretWithoutDecryption checks that, as in
+// Flux, a SOPS-encrypted Secret is never applied with its ciphertext when
+// the Kustomization configures no decryption, and that the message names
+// the Secret without printing its data.
+func TestKustomizationRefusesSOPSSecretWithoutDecryption(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	gitSource(t, ns, "enc", map[string]string{"app/secret.yaml": `apiVersion: v1
+kind: Secret
+metadata:
+  name: creds
+  namespace: ` + ns + `
+stringData:
+  password: ENC[AES256_GCM,data:c2VjcmV0,iv:aXY=,tag:dGFn,type:str]
+sops:
+  age:
+    - recipient: age1qqqq
+      enc: opaque
+  version: 3.9.0
+`})
+	startEngine(t, engine.Options{})
+	k := kustomization(ns, "enc", "enc", "./app")
+	if err := cp.Client.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, k, func() bool {
+		msg := conditions.GetMessage(k, meta.ReadyCondition)
+		return readyIs(k, false)() && containsAll(msg, []string{"Secret/" + ns + "/creds", "SOPS encrypted"}) && !strings.Contains(msg, "ENC[")
+	}, "Ready=False naming the encrypted Secret")
+	if exists(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}}) {
+		t.Fatal("the encrypted Secret was applied")
+	}
+}
