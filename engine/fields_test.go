@@ -44,7 +44,9 @@ var specFields = map[string]specFieldPolicy{
 			"upgrade.timeout", "upgrade.remediation", "upgrade.strategy", "upgrade.force", "upgrade.cleanupOnFail",
 			"upgrade.crds", "upgrade.disableWait", "upgrade.disableWaitForJobs", "upgrade.disableHooks",
 			"upgrade.disableSchemaValidation", "upgrade.disableOpenAPIValidation", "upgrade.serverSideApply",
-			"upgrade.disableTakeOwnership",
+			"upgrade.disableTakeOwnership", "upgrade.preserveValues", "install.replace",
+			"rollback.timeout", "rollback.disableWait", "rollback.disableWaitForJobs", "rollback.disableHooks",
+			"rollback.force", "rollback.cleanupOnFail", "rollback.serverSideApply",
 			"uninstall", "driftDetection.mode", "waitStrategy", "test.timeout",
 			// No effect without test.enable, which is rejected: the
 			// same as in Flux.

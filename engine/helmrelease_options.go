@@ -25,10 +25,10 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 		fieldCheck{"spec.healthCheckExprs", len(obj.Spec.HealthCheckExprs) > 0},
 		fieldCheck{"spec.driftDetection.ignore", obj.Spec.DriftDetection != nil && len(obj.Spec.DriftDetection.Ignore) > 0},
 		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
-		fieldCheck{"spec.upgrade.preserveValues", up.PreserveValues},
-		fieldCheck{"spec.install.replace", in.Replace},
 		fieldCheck{"spec.test.enable", obj.Spec.Test != nil && obj.Spec.Test.Enable},
-		fieldCheck{"spec.rollback", obj.Spec.Rollback != nil && *obj.Spec.Rollback != helmv2.Rollback{}},
+		// Helm 4's rollback has no --recreate-pods.
+		fieldCheck{"spec.rollback.recreate", obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
+		fieldCheck{"spec.rollback.serverSideApply: disabled", obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},
 		fieldCheck{"spec.waitStrategy (other than watcher)", obj.Spec.WaitStrategy != nil &&
 			obj.Spec.WaitStrategy.Name != "" && obj.Spec.WaitStrategy.Name != "watcher"},
 		fieldCheck{"spec.install.serverSideApply: false", in.ServerSideApply != nil && !*in.ServerSideApply},
@@ -97,6 +97,8 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		CreateNamespace: in.CreateNamespace,
 		CleanupOnFail:   up.CleanupOnFail,
 		Force:           up.Force,
+		PreserveValues:  up.PreserveValues,
+		Rollback:        rollbackOptions(obj),
 		Install:         installRemediation(in),
 		Upgrade:         upgradeRemediation(up),
 	}
@@ -264,5 +266,27 @@ func kustSelector(s *kustomize.Selector) *kusttypes.Selector {
 		},
 		AnnotationSelector: s.AnnotationSelector,
 		LabelSelector:      s.LabelSelector,
+	}
+}
+
+// rollbackOptions maps spec.rollback onto the remedying rollbacks, as
+// helm-controller does; nil when the HelmRelease does not set it.
+func rollbackOptions(obj *helmv2.HelmRelease) *helm.RollbackOptions {
+	rb := obj.Spec.Rollback
+	if rb == nil {
+		return nil
+	}
+	wait := helm.WaitKStatus
+	if rb.DisableWait {
+		wait = helm.WaitNone
+	}
+	return &helm.RollbackOptions{
+		Timeout:       rb.GetTimeout(obj.GetTimeout()).Duration,
+		Wait:          wait,
+		WaitForJobs:   !rb.DisableWaitForJobs,
+		DisableHooks:  rb.DisableHooks,
+		Force:         rb.Force,
+		CleanupOnFail: rb.CleanupOnFail,
+		MaxHistory:    obj.GetMaxHistory(),
 	}
 }

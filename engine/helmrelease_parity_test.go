@@ -147,3 +147,42 @@ func TestHelmReleasePostRenderers(t *testing.T) {
 		t.Errorf("common labels reached selectors or templates: %v %v", dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels)
 	}
 }
+
+// TestHelmReleasePreserveValues checks upgrade.preserveValues: an upgrade
+// keeps the values of the last release under the new ones (Helm's
+// --reuse-values), where by default the new values are the whole truth.
+func TestHelmReleasePreserveValues(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	startEngine(t, engine.Options{})
+	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
+	keep := helmRelease(ns, "keep", "demo")
+	keep.Spec.Upgrade = &helmv2.Upgrade{PreserveValues: true}
+	reset := helmRelease(ns, "reset", "demo")
+	for _, hr := range []*helmv2.HelmRelease{keep, reset} {
+		hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"color":"green"}`)}
+	}
+	for _, o := range []client.Object{src, keep, reset} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, hr := range []*helmv2.HelmRelease{keep, reset} {
+		waitFor(t, hr, readyIs(hr, true), "Ready=True")
+		hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"extra":"y"}`)}
+		if err := cp.Client.Update(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{"keep": "green", "reset": "blue"}
+	for _, hr := range []*helmv2.HelmRelease{keep, reset} {
+		waitFor(t, hr, func() bool {
+			return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
+		}, "upgrade to revision 2")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: hr.Name + "-settings", Namespace: ns}}
+		if !exists(t, cm) || cm.Data["color"] != want[hr.Name] {
+			t.Errorf("%s: color = %q after the upgrade, want %q", hr.Name, cm.Data["color"], want[hr.Name])
+		}
+	}
+}

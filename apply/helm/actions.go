@@ -104,6 +104,9 @@ type UpgradeOptions struct {
 	CleanupOnFail bool
 	// Force replaces objects that cannot be patched. Default: false.
 	Force bool
+	// PreserveValues reuses the values of the last release under
+	// Spec.Values (Helm's --reuse-values). Default: false.
+	PreserveValues bool
 }
 
 // RollbackOptions configures Rollback.
@@ -272,7 +275,9 @@ func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, err
 		up.DisableOpenAPIValidation = true // see install
 		up.MaxHistory = maxHistory(o.MaxHistory)
 		up.CleanupOnFail, up.ForceReplace = o.CleanupOnFail, o.Force
-		up.ResetValues = true // the caller's layers are the whole truth
+		// The caller's layers are the whole truth, unless asked to
+		// preserve the last release's values (spec.upgrade.preserveValues).
+		up.ResetValues, up.ReuseValues = !o.PreserveValues, o.PreserveValues
 		up.Labels = map[string]string{LabelDigest: p.digest}
 		if !o.PostRender.isZero() {
 			up.PostRenderer = o.PostRender

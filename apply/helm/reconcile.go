@@ -24,6 +24,13 @@ type ReconcileOptions struct {
 	// Force replaces objects that cannot be patched on upgrade.
 	// Default: false.
 	Force bool
+	// PreserveValues makes an upgrade reuse the values of the last
+	// release, merged under Spec.Values (Helm's --reuse-values). Default:
+	// false, the values are Spec.Values alone.
+	PreserveValues bool
+	// Rollback, when set, are the settings of the rollbacks that remedy a
+	// failure (spec.rollback). Default: the timeout, wait and hooks of Spec.
+	Rollback *RollbackOptions
 	// Install is the failure policy of installs.
 	Install Remediation
 	// Upgrade is the failure policy of upgrades.
@@ -79,7 +86,7 @@ func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions
 }
 
 func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
-	steps, err := s.recoverPending(remedyOptions(o.Spec))
+	steps, err := s.recoverPending(o.remedy())
 	out.Steps = append(out.Steps, steps...)
 	if err != nil {
 		return err
@@ -116,7 +123,7 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		r, ierr := s.install(InstallOptions{Spec: o.Spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
 		res, err = resultOf(a, r), ierr
 	} else {
-		r, uerr := s.upgrade(UpgradeOptions{Spec: o.Spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force}, p)
+		r, uerr := s.upgrade(UpgradeOptions{Spec: o.Spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues}, p)
 		res, err = resultOf(a, r), uerr
 	}
 	out.Steps = append(out.Steps, res)
@@ -143,7 +150,7 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	if statusOf(h.latest()) != rcommon.StatusFailed {
 		return err // the failure stored no revision: nothing to remedy
 	}
-	r, ra, rerr := s.remedy(h, plan.Remedy, remedyOptions(o.Spec))
+	r, ra, rerr := s.remedy(h, plan.Remedy, o.remedy())
 	out.Steps = append(out.Steps, resultOf(ra, r))
 	return errors.Join(err, rerr)
 }
@@ -158,4 +165,17 @@ func (s *session) reconcileDrift(mode DriftMode, out *Outcome) error {
 		out.Steps = append(out.Steps, Result{Action: ActionCorrectDrift, Revision: out.Release.Revision})
 	}
 	return err
+}
+
+// remedy returns the settings of a remedying rollback.
+func (o ReconcileOptions) remedy() RollbackOptions {
+	r := remedyOptions(o.Spec)
+	if o.Rollback == nil {
+		return r
+	}
+	rb := *o.Rollback
+	if rb.MaxHistory == 0 {
+		rb.MaxHistory = r.MaxHistory
+	}
+	return rb
 }
