@@ -36,7 +36,7 @@ var specFields = map[string]specFieldPolicy{
 		spec: reflect.TypeFor[helmv2.HelmReleaseSpec](),
 		honoured: []string{
 			"chartRef", "interval", "releaseName", "targetNamespace", "storageNamespace", "serviceAccountName",
-			"dependsOn", "suspend", "timeout", "maxHistory", "values", "valuesFrom", "persistentClient", "postRenderers", "commonMetadata",
+			"dependsOn", "suspend", "timeout", "maxHistory", "values", "valuesFrom", "persistentClient", "postRenderers", "commonMetadata", "healthCheckExprs",
 			"install.timeout", "install.remediation", "install.strategy", "install.disableWait",
 			"install.disableWaitForJobs", "install.disableHooks", "install.disableSchemaValidation",
 			"install.disableOpenAPIValidation", "install.crds", "install.skipCRDs", "install.createNamespace",

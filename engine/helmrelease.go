@@ -91,7 +91,7 @@ func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelea
 	if err != nil {
 		return stalled(meta.DependencyNotReadyReason, err), false
 	}
-	if err := checkReadyExprs(obj); err != nil {
+	if err := checkExpressions(obj); err != nil {
 		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	cr := obj.Spec.ChartRef

@@ -22,7 +22,6 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.chart (use spec.chartRef)", obj.Spec.Chart != nil},
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
-		fieldCheck{"spec.healthCheckExprs", len(obj.Spec.HealthCheckExprs) > 0},
 		fieldCheck{"spec.driftDetection.ignore", obj.Spec.DriftDetection != nil && len(obj.Spec.DriftDetection.Ignore) > 0},
 		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
 		fieldCheck{"spec.test.enable", obj.Spec.Test != nil && obj.Spec.Test.Enable},
@@ -80,6 +79,8 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 	if in.DisableWait && up.DisableWait {
 		wait = helm.WaitNone
 	}
+	// Compiled by checkExpressions in admit already: no error here.
+	checker, _ := healthChecker(obj.Spec.HealthCheckExprs)
 	o := helm.ReconcileOptions{
 		Spec: helm.Spec{
 			Chart:                   helm.Chart{Path: chartPath},
@@ -91,6 +92,7 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 			DisableSchemaValidation: in.DisableSchemaValidation,
 			MaxHistory:              obj.GetMaxHistory(),
 			PostRender:              postRender(obj),
+			HealthChecker:           checker,
 		},
 		InstallCRDs:     crdPolicy(in.CRDs, in.SkipCRDs, helm.CRDCreate),
 		UpgradeCRDs:     crdPolicy(up.CRDs, false, helm.CRDSkip),

@@ -186,3 +186,35 @@ func TestHelmReleasePreserveValues(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmReleaseHealthCheckExprs checks spec.healthCheckExprs in the
+// release's wait: envtest runs no controllers, so the Deployment is never
+// Current by kstatus, and only the expression makes the release ready; an
+// expression that does not compile stalls naming the field.
+func TestHelmReleaseHealthCheckExprs(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, rendererChart())
+	startEngine(t, engine.Options{})
+	src := chartSource(ns, "demo", reg.Host(), "2.0.0")
+	hr := helmRelease(ns, "app", "demo")
+	hr.Spec.HealthCheckExprs = []kustomize.CustomHealthCheck{{
+		APIVersion: "apps/v1", Kind: "Deployment",
+		HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "metadata.name == 'app-web'"},
+	}}
+	bad := helmRelease(ns, "bad", "demo")
+	bad.Spec.HealthCheckExprs = []kustomize.CustomHealthCheck{{
+		APIVersion: "apps/v1", Kind: "Deployment",
+		HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "metadata.(("},
+	}}
+	for _, o := range []client.Object{src, hr, bad} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True through the healthCheckExprs")
+	waitFor(t, bad, func() bool {
+		return conditions.GetReason(bad, meta.ReadyCondition) == meta.InvalidCELExpressionReason &&
+			strings.Contains(conditions.GetMessage(bad, meta.ReadyCondition), "spec.healthCheckExprs")
+	}, "InvalidCELExpression naming spec.healthCheckExprs")
+}

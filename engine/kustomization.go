@@ -54,7 +54,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if err := kustomizationUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
-	if err := checkReadyExprs(obj); err != nil {
+	if err := checkExpressions(obj); err != nil {
 		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
 	}
 	deps, err := dependencies(kustomizev1.KustomizationKind, obj, obj.Spec.DependsOn)

@@ -11,6 +11,8 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // DefaultTimeout bounds an action when no Timeout is set.
@@ -63,6 +65,10 @@ type Spec struct {
 	// PostRender changes the rendered manifests before they are applied.
 	// Default: no change.
 	PostRender PostRender
+	// HealthChecker decides the status of the objects the action waits
+	// for, with CEL expressions per kind (spec.healthCheckExprs).
+	// Default: nil, kstatus alone.
+	HealthChecker *health.Checker
 }
 
 func (s Spec) timeout() time.Duration {
@@ -207,6 +213,7 @@ func (m *Manager) begin(ctx context.Context, rel Release, spec Spec, a Action) (
 	if err != nil {
 		return nil, prepared{}, wrap(rel, a, err)
 	}
+	s.useChecker(spec.HealthChecker)
 	if _, err := s.recoverPending(remedyOptions(spec)); err != nil {
 		return nil, prepared{}, err
 	}

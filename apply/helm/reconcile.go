@@ -72,6 +72,7 @@ func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions
 		if err != nil {
 			return out, wrap(rel, ActionNone, err)
 		}
+		s.useChecker(o.HealthChecker)
 		err = s.reconcile(o, &out)
 		out.Release = resultOf(ActionNone, s.latest())
 		return out, err

@@ -6,11 +6,14 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/cel"
 	celtypes "github.com/google/cel-go/cel"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // specDependsOn returns spec.dependsOn of the kinds whose dependencies may
@@ -50,9 +53,15 @@ func compileReadyExpr(expr string) (*cel.Expression, error) {
 	return cel.NewExpression(expr, cel.WithCompile(), cel.WithOutputType(celtypes.BoolType), cel.WithStructVariables("self", "dep"))
 }
 
-// checkReadyExprs compiles every readyExpr of obj's spec.dependsOn; the
-// error names the dependency, the expression and the position.
-func checkReadyExprs(obj client.Object) error {
+// checkExpressions compiles every readyExpr of obj's spec.dependsOn and,
+// for a HelmRelease, its healthCheckExprs; the error names the field, the
+// expression and the position.
+func checkExpressions(obj client.Object) error {
+	if hr, ok := obj.(*helmv2.HelmRelease); ok {
+		if _, err := healthChecker(hr.Spec.HealthCheckExprs); err != nil {
+			return fmt.Errorf("spec.healthCheckExprs: %w", err)
+		}
+	}
 	_, deps := specDependsOn(obj)
 	for i, dep := range deps {
 		if dep.ReadyExpr == "" {
@@ -104,4 +113,16 @@ func (e *Engine) dependencyReadyFor(ctx context.Context, obj client.Object, d no
 		return false, fmt.Sprintf("not ready according to readyExpr '%s'", expr)
 	}
 	return true, ""
+}
+
+// healthChecker compiles healthCheckExprs; nil when there are none.
+func healthChecker(exprs []kustomize.CustomHealthCheck) (*health.Checker, error) {
+	if len(exprs) == 0 {
+		return nil, nil
+	}
+	hx := make([]health.Expr, len(exprs))
+	for i, x := range exprs {
+		hx[i] = health.Expr{APIVersion: x.APIVersion, Kind: x.Kind, Current: x.Current, InProgress: x.InProgress, Failed: x.Failed}
+	}
+	return health.NewChecker(hx)
 }
