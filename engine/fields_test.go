@@ -47,7 +47,7 @@ var specFields = map[string]specFieldPolicy{
 			"upgrade.disableTakeOwnership", "upgrade.preserveValues", "install.replace",
 			"rollback.timeout", "rollback.disableWait", "rollback.disableWaitForJobs", "rollback.disableHooks",
 			"rollback.force", "rollback.cleanupOnFail", "rollback.serverSideApply",
-			"uninstall", "driftDetection.mode", "waitStrategy", "test.timeout",
+			"uninstall", "driftDetection", "waitStrategy", "test.timeout",
 			// No effect without test.enable, which is rejected: the
 			// same as in Flux.
 			"test.ignoreFailures",

@@ -9,6 +9,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/chartutil"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
@@ -22,7 +23,6 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.chart (use spec.chartRef)", obj.Spec.Chart != nil},
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
-		fieldCheck{"spec.driftDetection.ignore", obj.Spec.DriftDetection != nil && len(obj.Spec.DriftDetection.Ignore) > 0},
 		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
 		fieldCheck{"spec.test.enable", obj.Spec.Test != nil && obj.Spec.Test.Enable},
 		// Helm 4's rollback has no --recreate-pods.
@@ -103,6 +103,14 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		Rollback:        rollbackOptions(obj),
 		Install:         installRemediation(in),
 		Upgrade:         upgradeRemediation(up),
+	}
+	for _, r := range obj.GetDriftDetection().Ignore {
+		rule := jsondiff.IgnoreRule{Paths: r.Paths}
+		if t := r.Target; t != nil {
+			rule.Selector = &jsondiff.Selector{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name,
+				Namespace: t.Namespace, AnnotationSelector: t.AnnotationSelector, LabelSelector: t.LabelSelector}
+		}
+		o.DriftIgnore = append(o.DriftIgnore, rule)
 	}
 	switch obj.GetDriftDetection().Mode {
 	case helmv2.DriftDetectionEnabled:

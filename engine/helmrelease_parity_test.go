@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
@@ -217,4 +218,45 @@ func TestHelmReleaseHealthCheckExprs(t *testing.T) {
 		return conditions.GetReason(bad, meta.ReadyCondition) == meta.InvalidCELExpressionReason &&
 			strings.Contains(conditions.GetMessage(bad, meta.ReadyCondition), "spec.healthCheckExprs")
 	}, "InvalidCELExpression naming spec.healthCheckExprs")
+}
+
+// TestHelmReleaseDriftIgnore checks driftDetection.ignore: a correction
+// restores drifted fields but keeps the ignored JSON pointers of the
+// objects the target selects, as helm-controller does.
+func TestHelmReleaseDriftIgnore(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	startEngine(t, engine.Options{})
+	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
+	hr := helmRelease(ns, "app", "demo")
+	hr.Spec.DriftDetection = &helmv2.DriftDetection{
+		Mode:   helmv2.DriftDetectionEnabled,
+		Ignore: []helmv2.IgnoreRule{{Paths: []string{"/data/color"}, Target: &kustomize.Selector{Kind: "ConfigMap", Name: "app-settings"}}},
+	}
+	for _, o := range []client.Object{src, hr} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-settings", Namespace: ns}}
+	if !exists(t, cm) {
+		t.Fatal("no ConfigMap")
+	}
+	cm.Data["color"], cm.Data["chart"] = "edited", "tampered"
+	if err := cp.Client.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, hr)
+	deadline := time.Now().Add(60 * time.Second)
+	for exists(t, cm) && cm.Data["chart"] != "1.0.0" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the drifted field was not corrected: %v", cm.Data)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if cm.Data["color"] != "edited" {
+		t.Fatalf("the ignored field was corrected: %v", cm.Data)
+	}
 }

@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"errors"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 )
@@ -38,6 +39,9 @@ type ReconcileOptions struct {
 	// Drift is what to do about drift of an up-to-date release.
 	// Default: DriftDisabled.
 	Drift DriftMode
+	// DriftIgnore are the JSON pointers drift detection leaves alone
+	// (see DriftOptions.Ignore). Default: none.
+	DriftIgnore []jsondiff.IgnoreRule
 }
 
 // Outcome is what Reconcile did and what should follow.
@@ -112,7 +116,7 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == p.digest:
 		out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
 		out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
-		return s.reconcileDrift(o.Drift, out)
+		return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
 	}
 	now := s.m.opts.Now()
 	if ok, next := Admit(out.State, a, pol, now); !ok {
@@ -156,11 +160,11 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	return errors.Join(err, rerr)
 }
 
-func (s *session) reconcileDrift(mode DriftMode, out *Outcome) error {
+func (s *session) reconcileDrift(mode DriftMode, ignore []jsondiff.IgnoreRule, out *Outcome) error {
 	if mode == DriftDisabled {
 		return nil
 	}
-	d, err := s.drift(mode == DriftCorrect)
+	d, err := s.drift(mode == DriftCorrect, ignore)
 	out.Drift = d
 	if mode == DriftCorrect && len(d) > 0 && err == nil {
 		out.Steps = append(out.Steps, Result{Action: ActionCorrectDrift, Revision: out.Release.Revision})
