@@ -10,11 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/health"
 )
@@ -68,6 +70,13 @@ type ApplyOptions struct {
 	// WaitTimeout bounds the wait for CRDs to be established and for
 	// objects to be deleted before they are re-created. Default: 60s.
 	WaitTimeout time.Duration
+	// Ignore lists JSON pointers, per object selector, that Apply never
+	// changes on an existing object: their live values are applied back
+	// (Flux's Kustomization spec.ignore). A matching object costs a GET.
+	// Default: none.
+	Ignore []jsondiff.IgnoreRule
+
+	ignore jsondiff.CompiledIgnoreRules
 }
 
 // stage numbers: CRDs and Namespaces first, then class-like objects, then
@@ -117,6 +126,12 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	}
 	if err := validateObjects(objs); err != nil {
 		return ChangeSet{}, err
+	}
+	if len(opts.Ignore) > 0 {
+		var err error
+		if opts.ignore, err = jsondiff.CompileIgnoreRules(opts.Ignore); err != nil {
+			return ChangeSet{}, fmt.Errorf("ignore rules: %w", err)
+		}
 	}
 	var cs ChangeSet
 	for i, stage := range Stages(objs) {
@@ -246,6 +261,20 @@ func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, op
 		o = o.DeepCopy()
 		o.SetNamespace("")
 		ref.Namespace = ""
+	}
+	if paths := IgnoredPaths(opts.ignore, o); len(paths) > 0 {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		err := a.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live)
+		switch {
+		case err == nil:
+			o = o.DeepCopy()
+			if err := KeepLiveValues(o, live, paths); err != nil {
+				return Change{}, fmt.Errorf("%s: ignore rules: %w", ref, err)
+			}
+		case !isNotFound(err):
+			return Change{}, a.describe(ref, "get", err)
+		}
 	}
 	ssautils.RemoveCABundleFromCRD(o)
 	body, err := json.Marshal(o.Object)

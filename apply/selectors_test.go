@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -165,5 +166,46 @@ func TestForceAnnotationOnLiveObject(t *testing.T) {
 	}
 	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "frozen"}, cm); err != nil || cm.Data["k"] != "two" {
 		t.Fatalf("data = %v, %v", cm.Data, err)
+	}
+}
+
+// TestApplyIgnoreKeepsLiveValues checks ApplyOptions.Ignore (Flux's
+// Kustomization spec.ignore): an ignored pointer keeps its live value, the
+// rest of the object is still corrected, and other objects are untouched
+// by the rule.
+func TestApplyIgnoreKeepsLiveValues(t *testing.T) {
+	ctx, ns := testContext(t), cp.Namespace(t)
+	a := newApplier(t, Options{})
+	set := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: target, namespace: NS}\ndata: {k: v, j: v}\n---\n" +
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: NS}\ndata: {k: v}\n"
+	objs := objects(t, ns, set)
+	opts := ApplyOptions{Ignore: []jsondiff.IgnoreRule{{Paths: []string{"/data/k"}, Selector: &jsondiff.Selector{Kind: "ConfigMap", Name: "target"}}}}
+	if _, err := a.Apply(ctx, objs, opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"target", "other"} {
+		cm := &corev1.ConfigMap{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["k"], cm.Data["j"] = "edited", "edited"
+		if err := cp.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Apply(ctx, objs, opts); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{"target": {"k": "edited", "j": "v"}, "other": {"k": "v", "j": "edited"}}
+	for name, data := range want {
+		cm := &corev1.ConfigMap{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range data {
+			if cm.Data[k] != v {
+				t.Errorf("%s: data.%s = %q, want %q", name, k, cm.Data[k], v)
+			}
+		}
 	}
 }

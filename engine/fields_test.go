@@ -26,7 +26,7 @@ var specFields = map[string]specFieldPolicy{
 			"sourceRef", "path", "interval", "retryInterval", "timeout", "prune", "wait", "healthChecks",
 			"healthCheckExprs", "postBuild", "targetNamespace", "serviceAccountName", "force", "suspend",
 			"dependsOn", "deletionPolicy", "patches", "images", "components", "ignoreMissingComponents",
-			"namePrefix", "nameSuffix", "commonMetadata", "buildMetadata",
+			"namePrefix", "nameSuffix", "commonMetadata", "buildMetadata", "ignore",
 		},
 		check: func(spec reflect.Value) error {
 			return kustomizationUnsupported(&kustomizev1.Kustomization{Spec: spec.Interface().(kustomizev1.KustomizationSpec)})

@@ -9,7 +9,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/chartutil"
-	"github.com/fluxcd/pkg/ssa/jsondiff"
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
@@ -105,12 +104,7 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		Upgrade:         upgradeRemediation(up),
 	}
 	for _, r := range obj.GetDriftDetection().Ignore {
-		rule := jsondiff.IgnoreRule{Paths: r.Paths}
-		if t := r.Target; t != nil {
-			rule.Selector = &jsondiff.Selector{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name,
-				Namespace: t.Namespace, AnnotationSelector: t.AnnotationSelector, LabelSelector: t.LabelSelector}
-		}
-		o.DriftIgnore = append(o.DriftIgnore, rule)
+		o.DriftIgnore = append(o.DriftIgnore, ignoreRule(r.Paths, r.Target))
 	}
 	switch obj.GetDriftDetection().Mode {
 	case helmv2.DriftDetectionEnabled:

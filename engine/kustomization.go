@@ -6,7 +6,9 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -90,7 +92,8 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if obj.Spec.Force {
 		policy = apply.ImmutableRecreate
 	}
-	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout()})
+	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout(),
+		Ignore: ignoreRules(obj.Spec.Ignore)})
 	if err != nil {
 		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
@@ -200,6 +203,24 @@ func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
 	return unsupported(kustomizev1.KustomizationKind,
 		fieldCheck{"spec.decryption", obj.Spec.Decryption != nil},
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
-		fieldCheck{"spec.ignore", len(obj.Spec.Ignore) > 0},
 	)
+}
+
+// ignoreRules maps spec.ignore onto fluxcd/pkg/ssa's rules.
+func ignoreRules(rules []kustomizev1.IgnoreRule) []jsondiff.IgnoreRule {
+	var out []jsondiff.IgnoreRule
+	for _, r := range rules {
+		out = append(out, ignoreRule(r.Paths, r.Target))
+	}
+	return out
+}
+
+// ignoreRule is one rule of spec.ignore or spec.driftDetection.ignore.
+func ignoreRule(paths []string, t *kustomize.Selector) jsondiff.IgnoreRule {
+	rule := jsondiff.IgnoreRule{Paths: paths}
+	if t != nil {
+		rule.Selector = &jsondiff.Selector{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name,
+			Namespace: t.Namespace, AnnotationSelector: t.AnnotationSelector, LabelSelector: t.LabelSelector}
+	}
+	return rule
 }

@@ -6,12 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
-	jsondiffpatch "github.com/wI2L/jsondiff"
 
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/cozystack/cozy-aio/apply"
 )
 
 // DriftMode says what Reconcile does about drift of a deployed release.
@@ -105,7 +105,7 @@ func (s *session) drift(correct bool, ignore []jsondiff.IgnoreRule) ([]DriftedOb
 		if u != nil && ssautils.AnyInMetadata(u, driftExclusion) {
 			continue
 		}
-		paths := ignoredPaths(rules, u)
+		paths := apply.IgnoredPaths(rules, u)
 		obj, live, err := driftOf(info, paths)
 		if err != nil {
 			return drifted, wrap(s.rel, ActionCorrectDrift, err)
@@ -115,7 +115,7 @@ func (s *session) drift(correct bool, ignore []jsondiff.IgnoreRule) ([]DriftedOb
 		}
 		if obj != nil {
 			drifted = append(drifted, *obj)
-			if err := keepLive(u, live, paths); err != nil {
+			if err := apply.KeepLiveValues(u, live, paths); err != nil {
 				return drifted, wrap(s.rel, ActionCorrectDrift, err)
 			}
 			fix = append(fix, info)
@@ -174,64 +174,6 @@ func driftOf(info *resource.Info, ignored []string) (*DriftedObject, *unstructur
 // driftExclusion is helm-controller's opt-out of drift detection, on the
 // manifest or the live object.
 var driftExclusion = map[string]string{"helm.toolkit.fluxcd.io/driftDetection": "disabled"}
-
-// ignoredPaths returns the JSON pointers of the rules whose selector
-// matches u.
-func ignoredPaths(rules jsondiff.CompiledIgnoreRules, u *unstructured.Unstructured) []string {
-	if u == nil {
-		return nil
-	}
-	var out []string
-	for sel, paths := range rules {
-		if sel == nil || sel.MatchUnstructured(u) {
-			out = append(out, paths...)
-		}
-	}
-	return out
-}
-
-// keepLive sets the ignored paths of the desired object u to their live
-// values (or removes them when the live object has none), so that a
-// correction leaves them as they are.
-func keepLive(u, live *unstructured.Unstructured, paths []string) error {
-	if u == nil || live == nil || len(paths) == 0 {
-		return nil
-	}
-	var patch jsondiffpatch.Patch
-	for _, p := range paths {
-		if v, ok := pointerValue(live.Object, p); ok {
-			patch = append(patch, jsondiffpatch.Operation{Type: jsondiffpatch.OperationAdd, Path: p, Value: v})
-		} else {
-			patch = append(patch, jsondiffpatch.Operation{Type: jsondiffpatch.OperationRemove, Path: p})
-		}
-	}
-	return jsondiff.ApplyPatchToUnstructured(u, patch)
-}
-
-// pointerValue returns the value at the JSON pointer p (RFC 6901) in obj.
-func pointerValue(obj map[string]any, p string) (any, bool) {
-	var cur any = obj
-	for _, seg := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[seg]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
-}
 
 // ssa server-side-applies info with force-conflicts.
 func ssa(info *resource.Info, dryRun bool) (runtime.Object, error) {
