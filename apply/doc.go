@@ -33,6 +33,13 @@
 //	a, err := apply.New(cfg, apply.Options{FieldManager: "cozy-aio", Cache: cache})
 //	cs, err := a.Apply(ctx, objs, apply.ApplyOptions{Owner: owner})
 //
+// Flux's per-object annotations are honoured with kustomize-controller's
+// meanings: SSAAnnotation IfNotPresent (never written once it exists) and
+// Ignore, ReconcileAnnotation disabled, ForceAnnotation Enabled. A skipped
+// object leaves ChangeSet.Inventory, and ChangeSet.Stale keeps it from
+// being pruned. ApplyOptions.Ignore keeps the live values of JSON pointers
+// (Flux's spec.ignore).
+//
 // Errors name the object as Kind/namespace/name. A kind the API server does
 // not serve is an *UnknownKindError ("its CustomResourceDefinition is
 // missing"); an RBAC denial keeps the API server's Forbidden error
