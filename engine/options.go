@@ -55,6 +55,10 @@ type Options struct {
 	// AllowRemoteBases lets kustomizations reference remote bases (Git or
 	// HTTP URLs). Default: false. Restricted mode always forbids them.
 	AllowRemoteBases bool
+	// StrictSubstitutions makes a post-build ${var} without a value and
+	// without a default a build error, as kustomize-controller's
+	// StrictPostBuildSubstitutions feature gate. Default: false.
+	StrictSubstitutions bool
 	// DefaultServiceAccount is used in restricted mode. Default: "default".
 	DefaultServiceAccount string
 	// InstallCRDs server-side applies the embedded Flux CRDs at start.
