@@ -26,12 +26,15 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 		"source.extensions.fluxcd.io/v1beta1/ArtifactGenerator",
 		"kustomize.toolkit.fluxcd.io/v1/Kustomization",
 		"helm.toolkit.fluxcd.io/v2/HelmRelease",
+		"notification.toolkit.fluxcd.io/v1beta3/Provider",
+		"notification.toolkit.fluxcd.io/v1beta3/Alert",
+		"notification.toolkit.fluxcd.io/v1/Receiver",
 	} {
 		if !got[want] {
 			t.Errorf("missing CRD storage version %s (have %v)", want, got)
 		}
 	}
-	if len(all) != 6 {
-		t.Errorf("want 6 CRDs, got %d", len(all))
+	if len(all) != 9 {
+		t.Errorf("want 9 CRDs, got %d", len(all))
 	}
 }
