@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,10 +50,9 @@ type Provider struct {
 	Headers map[string]string
 	// Proxy is the HTTP proxy URL. Default: none (not the environment's).
 	Proxy *url.URL
-	// CertPool verifies the server's certificate. Default: the system's.
-	CertPool *x509.CertPool
-	// ClientCert is presented to the server (mutual TLS). Default: none.
-	ClientCert *tls.Certificate
+	// TLS configures the connection (CA, client certificate). Default:
+	// the system's CAs.
+	TLS *tls.Config
 	// Timeout bounds each request. Default: 15s, as Flux.
 	Timeout time.Duration
 	// UID identifies the Provider object; the commit status providers use
@@ -112,18 +110,19 @@ func newSender(p Provider) (sender, error) {
 // newHTTPClient builds the client a provider sends with: its own
 // transport (proxy, CA, client certificate), no redirects to other hosts.
 func newHTTPClient(p Provider) *httpClient {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if p.TLS != nil {
+		tlsConfig = p.TLS.Clone()
+	}
 	tr := &http.Transport{
 		Proxy:               nil,
-		TLSClientConfig:     &tls.Config{RootCAs: p.CertPool, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     tlsConfig,
 		MaxIdleConnsPerHost: 2,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
 	if p.Proxy != nil {
 		tr.Proxy = http.ProxyURL(p.Proxy)
-	}
-	if p.ClientCert != nil {
-		tr.TLSClientConfig.Certificates = []tls.Certificate{*p.ClientCert}
 	}
 	timeout := p.Timeout
 	if timeout <= 0 {
