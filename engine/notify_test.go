@@ -208,7 +208,7 @@ func TestProviderSecretErrorsAndFailingProviderAreReported(t *testing.T) {
 }
 
 // webhookAddr returns a loopback address with a port free now.
-func webhookAddr(t *testing.T) string {
+func webhookAddr(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func webhookAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func githubPush(t *testing.T, url, secret, delivery string) int {
+func githubPush(t testing.TB, url, secret, delivery string) int {
 	t.Helper()
 	body := []byte(`{"ref":"refs/heads/main"}`)
 	m := hmac.New(sha256.New, []byte(secret))
