@@ -22,6 +22,7 @@ import (
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -290,4 +291,44 @@ func TestReceiverGitHubPushReconcilesTheNewRevision(t *testing.T) {
 	}
 	want := "main@sha1:" + sha
 	waitFor(t, ks, func() bool { return ks.Status.LastAppliedRevision == want }, fmt.Sprintf("revision %s applied (was %s)", want, first))
+}
+
+func TestReceiverAnnotatesResourcesByNameAndLabels(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	addr := webhookAddr(t)
+	startEngine(t, engine.Options{WebhookAddr: addr})
+	repo := func(name string, labels map[string]string) *sourcev1.GitRepository {
+		return &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+			Spec: sourcev1.GitRepositorySpec{URL: "http://127.0.0.1:1/none.git", Interval: metav1.Duration{Duration: time.Hour}}}
+	}
+	a, b := repo("team-a", map[string]string{"team": "a"}), repo("team-b", map[string]string{"team": "b"})
+	ks := kustomization(ns, "named", "team-a", "./")
+	rcv := &notifyv1.Receiver{ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: ns},
+		Spec: notifyv1.ReceiverSpec{Type: "generic", SecretRef: &meta.LocalObjectReference{Name: "ci-token"},
+			Resources: []notifyv1.ReceiverResource{
+				{CrossNamespaceObjectReference: notifyv1.CrossNamespaceObjectReference{Kind: "GitRepository", Name: "*", MatchLabels: map[string]string{"team": "a"}}},
+				{CrossNamespaceObjectReference: notifyv1.CrossNamespaceObjectReference{Kind: "Kustomization", Name: "named"}},
+			}}}
+	createObjects(t, a, b, ks, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ci-token", Namespace: ns}, StringData: map[string]string{"token": "t"}}, rcv)
+	waitFor(t, rcv, readyIs(rcv, true), "Ready=True")
+	resp, err := http.Post("http://"+addr+rcv.Status.WebhookPath, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("webhook answered %d", resp.StatusCode)
+	}
+	for _, c := range []struct {
+		obj  client.Object
+		want bool
+	}{{a, true}, {b, false}, {ks, true}} {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(c.obj), c.obj); err != nil {
+			t.Fatal(err)
+		}
+		if _, got := c.obj.GetAnnotations()[meta.ReconcileRequestAnnotation]; got != c.want {
+			t.Errorf("%s annotated: %v, want %v", c.obj.GetName(), got, c.want)
+		}
+	}
 }

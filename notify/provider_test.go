@@ -3,6 +3,8 @@ package notify
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/tls"
+	"crypto/x509"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -250,5 +252,18 @@ func TestTransportErrorsDoNotLeakTheAddress(t *testing.T) {
 	err := send(t, Provider{Type: TypeSlack, Address: "http://127.0.0.1:1/services/T000/SECRET", Timeout: time.Second})
 	if err == nil || strings.Contains(err.Error(), "SECRET") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestProviderTLSUsesTheGivenCA(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	if err := send(t, Provider{Type: TypeGeneric, Address: srv.URL}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("an unknown CA must fail: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	if err := send(t, Provider{Type: TypeGeneric, Address: srv.URL, TLS: &tls.Config{RootCAs: pool}}); err != nil {
+		t.Fatal(err)
 	}
 }
