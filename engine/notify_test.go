@@ -332,3 +332,45 @@ func TestReceiverAnnotatesResourcesByNameAndLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestGitHubProviderSetsTheCommitStatusOfTheAppliedRevision(t *testing.T) {
+	ns := cp.Namespace(t)
+	type status struct{ path, auth, state, context string }
+	var mu sync.Mutex
+	var got []status
+	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]string
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		got = append(got, status{r.URL.Path, r.Header.Get("Authorization"), body["state"], body["context"]})
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer gh.Close()
+	startEngine(t, engine.Options{})
+	createObjects(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gh-token", Namespace: ns}, StringData: map[string]string{"token": "ghp_x"}},
+		&notifyv1beta3.Provider{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: ns},
+			Spec: notifyv1beta3.ProviderSpec{Type: "github", Address: gh.URL + "/org/platform", SecretRef: &meta.LocalObjectReference{Name: "gh-token"}}},
+		&notifyv1beta3.Alert{ObjectMeta: metav1.ObjectMeta{Name: "commits", Namespace: ns},
+			Spec: notifyv1beta3.AlertSpec{ProviderRef: meta.LocalObjectReference{Name: "github"},
+				EventSources: []notifyv1.CrossNamespaceObjectReference{{Kind: "Kustomization", Name: "apps"}}}},
+	)
+	time.Sleep(time.Second) // the Alert reaches the dispatcher before the first event
+	gitSource(t, ns, "apps", map[string]string{"deploy/a.yaml": configMap("a", ns)})
+	ks := kustomization(ns, "apps", "apps", "./deploy")
+	createObjects(t, ks)
+	waitFor(t, ks, readyIs(ks, true), "Ready=True")
+	sha := strings.TrimPrefix(ks.Status.LastAppliedRevision, "main@sha1:")
+	want := "/api/v3/repos/org/platform/statuses/" + sha
+	eventually(t, 90*time.Second, "a success status on "+sha, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range got {
+			if s.path == want && s.state == "success" && s.auth == "Bearer ghp_x" && strings.HasPrefix(s.context, "kustomization/apps/") {
+				return true
+			}
+		}
+		return false
+	})
+}
