@@ -3,9 +3,9 @@ package notify
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
