@@ -137,7 +137,9 @@ func (d *Dispatcher) SetProvider(ref types.NamespacedName, p Provider) error {
 	d.SetProviderError(ref, st.err)
 	if st.err == nil {
 		d.mu.RLock()
-		d.queues[ref].state.Store(st)
+		if q, ok := d.queues[ref]; ok {
+			q.state.Store(st)
+		}
 		d.mu.RUnlock()
 	}
 	return st.err
