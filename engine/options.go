@@ -26,6 +26,12 @@ type Options struct {
 	// http://<ArtifactAddr>, with the port the server bound when
 	// ArtifactAddr asks for any free one (":0").
 	ArtifactBaseURL string
+	// WebhookAddr serves the Receiver webhooks (/hook/<digest>). Default:
+	// "" (off: the static pod shares the host's network, so a listener is
+	// opened only when asked for).
+	WebhookAddr string
+	// Notify tunes how events reach Alerts. The zero value works.
+	Notify NotifyOptions
 	// HealthAddr serves /healthz, /readyz and /metrics. Default: "" (off);
 	// the cozy-aio binary sets it.
 	HealthAddr string

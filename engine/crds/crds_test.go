@@ -28,12 +28,15 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 		"source.extensions.fluxcd.io/v1beta1/ArtifactGenerator",
 		"kustomize.toolkit.fluxcd.io/v1/Kustomization",
 		"helm.toolkit.fluxcd.io/v2/HelmRelease",
+		"notification.toolkit.fluxcd.io/v1beta3/Provider",
+		"notification.toolkit.fluxcd.io/v1beta3/Alert",
+		"notification.toolkit.fluxcd.io/v1/Receiver",
 	} {
 		if !got[want] {
 			t.Errorf("missing CRD storage version %s (have %v)", want, got)
 		}
 	}
-	if len(all) != 8 {
-		t.Errorf("want 8 CRDs, got %d", len(all))
+	if len(all) != 11 {
+		t.Errorf("want 11 CRDs, got %d", len(all))
 	}
 }
