@@ -44,9 +44,11 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 		obj = &sourcev1.OCIRepository{}
 	case sourcev1.ExternalArtifactKind:
 		obj = &sourcev1.ExternalArtifact{}
+	case sourcev1.BucketKind:
+		obj = &sourcev1.Bucket{}
 	default:
 		return source.Artifact{}, stalled(meta.ArtifactFailedReason,
-			fmt.Errorf("%s: source kind %q is not supported (GitRepository, OCIRepository, ExternalArtifact)", self, kind)), false
+			fmt.Errorf("%s: source kind %q is not supported (GitRepository, OCIRepository, Bucket, ExternalArtifact)", self, kind)), false
 	}
 	srcRef := fmt.Sprintf("%s/%s/%s", kind, namespace, name)
 	key := client.ObjectKey{Namespace: namespace, Name: name}

@@ -13,6 +13,7 @@ func (e *Engine) kinds() []kindController {
 	return []kindController{
 		{kind: sourcev1.GitRepositoryKind, newObject: func() client.Object { return &sourcev1.GitRepository{} }, reconciler: &gitRepositoryReconciler{e: e}},
 		{kind: sourcev1.OCIRepositoryKind, newObject: func() client.Object { return &sourcev1.OCIRepository{} }, reconciler: &ociRepositoryReconciler{e: e}},
+		{kind: sourcev1.BucketKind, newObject: func() client.Object { return &sourcev1.Bucket{} }, reconciler: &bucketReconciler{e: e}},
 		{kind: kustomizev1.KustomizationKind, newObject: func() client.Object { return &kustomizev1.Kustomization{} }, reconciler: &kustomizationReconciler{e: e}},
 		{kind: helmv2.HelmReleaseKind, newObject: func() client.Object { return &helmv2.HelmRelease{} }, reconciler: &helmReleaseReconciler{e: e}},
 		{kind: swv1beta1.ArtifactGeneratorKind, newObject: func() client.Object { return &swv1beta1.ArtifactGenerator{} }, reconciler: &artifactGeneratorReconciler{e: e}},

@@ -22,6 +22,7 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 	for _, want := range []string{
 		"source.toolkit.fluxcd.io/v1/GitRepository",
 		"source.toolkit.fluxcd.io/v1/OCIRepository",
+		"source.toolkit.fluxcd.io/v1/Bucket",
 		"source.toolkit.fluxcd.io/v1/ExternalArtifact",
 		"source.extensions.fluxcd.io/v1beta1/ArtifactGenerator",
 		"kustomize.toolkit.fluxcd.io/v1/Kustomization",
@@ -31,7 +32,7 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 			t.Errorf("missing CRD storage version %s (have %v)", want, got)
 		}
 	}
-	if len(all) != 6 {
-		t.Errorf("want 6 CRDs, got %d", len(all))
+	if len(all) != 7 {
+		t.Errorf("want 7 CRDs, got %d", len(all))
 	}
 }

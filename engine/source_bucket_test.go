@@ -1,0 +1,243 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/md5" //nolint:gosec // the S3 ETag of a single-part object
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+// startS3 starts SeaweedFS for one test, with a Secret in ns that holds
+// its credentials under Flux's keys.
+func startS3(t *testing.T, ns string) *testenv.S3 {
+	t.Helper()
+	s3, err := testenv.StartS3(testenv.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s3.Close)
+	if err := cp.Client.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s3-creds", Namespace: ns},
+		StringData: map[string]string{"accesskey": s3.AccessKey(), "secretkey": s3.SecretKey()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s3
+}
+
+func s3Bucket(ns, name string, s3 *testenv.S3, bucketName string) *sourcev1.Bucket {
+	return &sourcev1.Bucket{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: sourcev1.BucketSpec{
+			BucketName: bucketName, Endpoint: s3.Endpoint(), Insecure: true,
+			Interval:  metav1.Duration{Duration: time.Hour},
+			SecretRef: &meta.LocalObjectReference{Name: "s3-creds"},
+		},
+	}
+}
+
+// bucketRevision is Flux's revision of objects (key → content): the
+// SHA-256 of "<key> <etag>\n" lines, where a single-part object's ETag is
+// the MD5 of its content.
+func bucketRevision(objs map[string]string) string {
+	keys := make([]string, 0, len(objs))
+	for k := range objs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		sum := md5.Sum([]byte(objs[k])) //nolint:gosec
+		fmt.Fprintf(h, "%s %s\n", k, hex.EncodeToString(sum[:]))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// objectGets returns the object keys of bucket downloaded since the last reset.
+func objectGets(s3 *testenv.S3, bucket string) []string {
+	var out []string
+	for _, r := range s3.Requests() {
+		if r.Method == "GET" && strings.HasPrefix(r.Path, "/"+bucket+"/") && len(r.Path) > len(bucket)+2 {
+			out = append(out, strings.TrimPrefix(r.Path, "/"+bucket+"/"))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// listings counts the object listings of bucket since the last reset.
+func listings(s3 *testenv.S3, bucket string) int {
+	n := 0
+	for _, r := range s3.Requests() {
+		if r.Method == "GET" && strings.TrimSuffix(r.Path, "/") == "/"+bucket && strings.Contains(r.Query, "list-type=2") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestBucketStoresArtifactAndKustomizationApplies(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	s3 := startS3(t, ns)
+	objs := map[string]string{
+		"deploy/a.yaml":    configMap("a", ns),
+		"deploy/b.yaml":    configMap("b", ns),
+		"deploy/notes.txt": "not a manifest, ignored by spec.ignore\n",
+	}
+	if err := s3.MakeBucket(ctx, "manifests"); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range objs {
+		if err := s3.Put(ctx, "manifests", k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s3.Put(ctx, "manifests", "elsewhere/c.yaml", configMap("c", ns)); err != nil {
+		t.Fatal(err)
+	}
+	startEngine(t, engine.Options{})
+	b := s3Bucket(ns, "manifests", s3, "manifests")
+	b.Spec.Prefix = "deploy/"
+	ignore := "*.txt\n"
+	b.Spec.Ignore = &ignore
+	b.Spec.Interval = metav1.Duration{Duration: 2 * time.Second}
+	if err := cp.Client.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomization(ns, "apps", "manifests", "./deploy")
+	ks.Spec.SourceRef.Kind = sourcev1.BucketKind
+	if err := cp.Client.Create(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, b, readyIs(b, true), "Ready=True")
+	delete(objs, "deploy/notes.txt")
+	first := bucketRevision(objs)
+	if a := b.Status.Artifact; a == nil || a.Revision != first || !strings.HasPrefix(a.Digest, "sha256:") || b.Status.URL == "" {
+		t.Fatalf("artifact %+v url %q, want Flux's revision %s", a, b.Status.URL, first)
+	}
+	if b.Status.ObservedIgnore == nil || *b.Status.ObservedIgnore != ignore || b.Status.ObservedGeneration != b.Generation {
+		t.Fatalf("observedIgnore %v observedGeneration %d", b.Status.ObservedIgnore, b.Status.ObservedGeneration)
+	}
+	if msg := conditions.GetMessage(b, meta.ReadyCondition); msg != "stored artifact: revision '"+first+"'" {
+		t.Fatalf("Ready message %q", msg)
+	}
+	waitFor(t, ks, readyIs(ks, true), "Ready=True")
+	if ks.Status.LastAppliedRevision != first {
+		t.Fatalf("Kustomization applied %q, want %s", ks.Status.LastAppliedRevision, first)
+	}
+	for _, name := range []string{"a", "b"} {
+		if !exists(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}) {
+			t.Fatalf("ConfigMap %s from the bucket was not applied", name)
+		}
+	}
+	if exists(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}}) {
+		t.Fatal("an object outside the prefix was applied")
+	}
+
+	// Unchanged bucket: reconciles list it every interval, download no
+	// object (only the root .sourceignore is asked for, as Flux does) and
+	// write nothing.
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	rv := b.ResourceVersion
+	s3.ResetRequests()
+	deadline := time.Now().Add(30 * time.Second)
+	for listings(s3, "manifests") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no two interval reconciles within 30s: %+v", s3.Requests())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := objectGets(s3, "manifests"); slices.ContainsFunc(got, func(k string) bool { return k != ".sourceignore" }) {
+		t.Fatalf("an unchanged bucket downloaded %v", got)
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	if b.ResourceVersion != rv {
+		t.Fatalf("an unchanged bucket was written (resourceVersion %s → %s): %+v", rv, b.ResourceVersion, b.Status)
+	}
+
+	// One object changes: a new revision, only that object downloaded, and
+	// the Kustomization applies it.
+	s3.ResetRequests()
+	objs["deploy/b.yaml"] = strings.Replace(configMap("b", ns), "value", "changed", 1)
+	if err := s3.Put(ctx, "manifests", "deploy/b.yaml", objs["deploy/b.yaml"]); err != nil {
+		t.Fatal(err)
+	}
+	second := bucketRevision(objs)
+	waitFor(t, ks, func() bool { return ks.Status.LastAppliedRevision == second && conditions.IsReady(ks) }, "second revision applied")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns}}
+	if !exists(t, cm) || cm.Data["key"] != "changed" {
+		t.Fatalf("ConfigMap b has %v, want the changed object", cm.Data)
+	}
+	if got := objectGets(s3, "manifests"); slices.ContainsFunc(got, func(k string) bool { return k != ".sourceignore" && k != "deploy/b.yaml" }) {
+		t.Fatalf("after one object changed, downloaded %v", got)
+	}
+}
+
+// TestBucketArtifactIsMaterialised empties the store after a Bucket's
+// artifact was built: a Kustomization that needs it rebuilds it from the
+// bucket, byte for byte the one status names, without a reconcile of the
+// Bucket.
+func TestBucketArtifactIsMaterialised(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	s3 := startS3(t, ns)
+	if err := s3.MakeBucket(ctx, "wiped"); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"cm.yaml": configMap("from-bucket", ns), "skip.md": "ignored\n", ".sourceignore": "*.md\n"} {
+		if err := s3.Put(ctx, "wiped", k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := startEngine(t, engine.Options{})
+	b := s3Bucket(ns, "wiped", s3, "wiped")
+	if err := cp.Client.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, readyIs(b, true), "Ready=True")
+	built := *b.Status.Artifact.DeepCopy()
+	wipeStore(t, e)
+	s3.ResetRequests()
+	ks := kustomization(ns, "from-bucket", "wiped", "./")
+	ks.Spec.SourceRef.Kind = sourcev1.BucketKind
+	if err := cp.Client.Create(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ks, readyIs(ks, true), "Ready=True")
+	if !exists(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "from-bucket", Namespace: ns}}) {
+		t.Fatal("the ConfigMap from the rebuilt artifact was not applied")
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Status.Artifact; got.Digest != built.Digest || !got.LastUpdateTime.Equal(&built.LastUpdateTime) {
+		t.Fatalf("status changed from %+v to %+v: the Bucket reconciler rebuilt it", built, *got)
+	}
+	if d := fileDigest(e, b.Status.Artifact); d != built.Digest {
+		t.Fatalf("the store holds %q, want the status digest %s", d, built.Digest)
+	}
+	if got := objectGets(s3, "wiped"); !slices.Equal(got, []string{".sourceignore", "cm.yaml"}) {
+		t.Fatalf("the rebuild downloaded %v, want the root .sourceignore and the one object not ignored", got)
+	}
+}
