@@ -7,6 +7,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -117,7 +119,7 @@ func (s *S3) start(bin string, opts S3Options) error {
 	p := func(i int) string { return strconv.Itoa(ports[i]) }
 	args := []string{"server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + data,
 		"-master.port=" + p(0), "-master.port.grpc=" + p(1), "-master.volumeSizeLimitMB=32", "-master.telemetry=false",
-		"-volume.port=" + p(2), "-volume.port.grpc=" + p(3), "-volume.max=16",
+		"-volume.port=" + p(2), "-volume.port.grpc=" + p(3), "-volume.max=0",
 		"-filer", "-filer.port=" + p(4), "-filer.port.grpc=" + p(5),
 		"-s3", "-s3.port=" + p(6), "-s3.port.grpc=" + p(7), "-s3.port.iceberg=0", "-s3.port.lance=0",
 		"-s3.config=" + cfgPath,
@@ -179,16 +181,23 @@ func (s *S3) probe(ctx context.Context) error {
 	if err := s.Put(ctx, b, "probe", "ok"); err != nil {
 		return err
 	}
-	return s.client.RemoveBucketWithOptions(ctx, b, minio.RemoveBucketOptions{ForceDelete: true})
+	if err := s.Remove(ctx, b, "probe"); err != nil {
+		return err
+	}
+	return s.client.RemoveBucket(ctx, b)
 }
 
 // proxy forwards to the gateway, keeping the Host header that requests
 // were signed with, and records each request.
 func (s *S3) proxy(backend *url.URL) http.Handler {
-	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-		r.SetURL(backend)
-		r.Out.Host = r.In.Host
-	}}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(backend)
+			r.Out.Host = r.In.Host
+		},
+		// Refused connections while the gateway starts are expected.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests = append(s.requests, S3Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery})
@@ -205,13 +214,10 @@ func (s *S3) Close() {
 		}
 	}
 	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
+		// Its data is thrown away: no need for a graceful stop, which
+		// takes seconds.
+		_ = s.cmd.Process.Kill()
+		<-s.exited
 	}
 	os.RemoveAll(s.dir)
 }

@@ -263,8 +263,8 @@ func TestFetchBadInput(t *testing.T) {
 		want         error
 		msg          string
 	}{
-		{"wrong secret key", "present", wrong, source.ErrAuth, "SignatureDoesNotMatch"},
-		{"anonymous", "present", anonymous, source.ErrAuth, "Access Denied"},
+		{"wrong secret key", "present", wrong, source.ErrAuth, "authentication failed"},
+		{"anonymous", "present", anonymous, source.ErrAuth, "authentication failed"},
 		{"bucket not found", "absent", server(), source.ErrRefNotFound, "bucket 'absent' not found"},
 		{"endpoint not answering", "present", dead, source.ErrUnreachable, "connection refused"},
 		{"unknown CA", "present", untrusted, source.ErrUnreachable, "certificate signed by unknown authority"},
