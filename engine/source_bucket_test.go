@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -239,5 +240,109 @@ func TestBucketArtifactIsMaterialised(t *testing.T) {
 	}
 	if got := objectGets(s3, "wiped"); !slices.Equal(got, []string{".sourceignore", "cm.yaml"}) {
 		t.Fatalf("the rebuild downloaded %v, want the root .sourceignore and the one object not ignored", got)
+	}
+}
+
+func TestBucketBadInput(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	s3 := startS3(t, ns)
+	if err := s3.MakeBucket(ctx, "present"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.Put(ctx, "present", "cm.yaml", configMap("a", ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "wrong", Namespace: ns}, StringData: map[string]string{"accesskey": s3.AccessKey(), "secretkey": "not-the-key"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "no-keys", Namespace: ns}, StringData: map[string]string{"username": "u"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: ns}, Data: map[string][]byte{"ca.crt": s3.CACert()}},
+	} {
+		if err := cp.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := closed.Addr().String()
+	closed.Close()
+	startEngine(t, engine.Options{})
+
+	type bad struct {
+		name, reason string
+		mutate       func(*sourcev1.Bucket)
+		want         []string
+		stalled      bool
+	}
+	cases := []bad{
+		{name: "wrong-credentials", reason: sourcev1.BucketOperationFailedReason,
+			mutate: func(b *sourcev1.Bucket) { b.Spec.SecretRef.Name = "wrong" },
+			want:   []string{"authentication failed"}},
+		{name: "anonymous", reason: sourcev1.BucketOperationFailedReason,
+			mutate: func(b *sourcev1.Bucket) { b.Spec.SecretRef = nil },
+			want:   []string{"authentication failed"}},
+		{name: "secret-without-keys", reason: sourcev1.AuthenticationFailedReason,
+			mutate: func(b *sourcev1.Bucket) { b.Spec.SecretRef.Name = "no-keys" },
+			want:   []string{"'accesskey' and 'secretkey'"}},
+		{name: "bucket-not-found", reason: sourcev1.BucketOperationFailedReason,
+			mutate: func(b *sourcev1.Bucket) { b.Spec.BucketName = "absent" },
+			want:   []string{"bucket 'absent' not found"}},
+		{name: "endpoint-not-answering", reason: sourcev1.BucketOperationFailedReason,
+			mutate: func(b *sourcev1.Bucket) {
+				b.Spec.Endpoint = deadAddr
+				b.Spec.Timeout = &metav1.Duration{Duration: 5 * time.Second}
+			},
+			want: []string{"source host unreachable", deadAddr}},
+		{name: "unknown-ca", reason: sourcev1.BucketOperationFailedReason,
+			mutate: func(b *sourcev1.Bucket) { b.Spec.Endpoint, b.Spec.Insecure = s3.TLSEndpoint(), false },
+			want:   []string{"source host unreachable", "certificate signed by unknown authority"}},
+		{name: "aws", reason: engine.UnsupportedFieldReason, stalled: true,
+			mutate: func(b *sourcev1.Bucket) { b.Spec.Provider = sourcev1.BucketProviderAmazon },
+			want:   []string{"spec.provider (aws)"}},
+	}
+	var objs []*sourcev1.Bucket
+	for _, c := range cases {
+		b := s3Bucket(ns, c.name, s3, "present")
+		c.mutate(b)
+		if err := cp.Client.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, b)
+	}
+	// The same endpoint over HTTPS with certSecretRef holding its CA works:
+	// nothing else stalls.
+	good := s3Bucket(ns, "trusted-ca", s3, "present")
+	good.Spec.Endpoint, good.Spec.Insecure = s3.TLSEndpoint(), false
+	good.Spec.CertSecretRef = &meta.LocalObjectReference{Name: "ca"}
+	if err := cp.Client.Create(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomization(ns, "from-bucket", "trusted-ca", "./")
+	ks.Spec.SourceRef.Kind = sourcev1.BucketKind
+	if err := cp.Client.Create(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, c := range cases {
+		b := objs[i]
+		waitFor(t, b, readyIs(b, false), "Ready=False")
+		msg := conditions.GetMessage(b, meta.ReadyCondition)
+		t.Logf("%s: %s", c.name, msg)
+		if r := conditions.GetReason(b, meta.ReadyCondition); r != c.reason || !containsAll(msg, append(c.want, "Bucket/"+ns+"/"+c.name)) {
+			t.Errorf("%s: reason %q message %q, want reason %s and a message naming the object and %q", c.name, r, msg, c.reason, c.want)
+		}
+		if conditions.IsStalled(b) != c.stalled {
+			t.Errorf("%s: stalled %v, want %v", c.name, conditions.IsStalled(b), c.stalled)
+		}
+		if strings.Contains(msg, s3.SecretKey()) || strings.Contains(msg, "not-the-key") {
+			t.Errorf("%s: the message shows a secret: %q", c.name, msg)
+		}
+	}
+	waitFor(t, good, readyIs(good, true), "Ready=True")
+	waitFor(t, ks, readyIs(ks, true), "Ready=True")
+	if !exists(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}) {
+		t.Fatal("the Kustomization from the trusted bucket did not apply")
 	}
 }
