@@ -41,9 +41,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+func startS3() { s3, s3Err = testenv.StartS3(testenv.S3Options{}) }
+
 func needS3(t *testing.T) {
 	t.Helper()
-	s3Once.Do(func() { s3, s3Err = testenv.StartS3(testenv.S3Options{}) })
+	s3Once.Do(startS3)
 	if s3Err != nil {
 		t.Fatal(s3Err)
 	}
