@@ -324,6 +324,11 @@ func TestBucketBadInput(t *testing.T) {
 	if err := cp.Client.Create(ctx, ks); err != nil {
 		t.Fatal(err)
 	}
+	suspended := s3Bucket(ns, "suspended", s3, "present")
+	suspended.Spec.Suspend = true
+	if err := cp.Client.Create(ctx, suspended); err != nil {
+		t.Fatal(err)
+	}
 
 	for i, c := range cases {
 		b := objs[i]
@@ -344,5 +349,12 @@ func TestBucketBadInput(t *testing.T) {
 	waitFor(t, ks, readyIs(ks, true), "Ready=True")
 	if !exists(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}) {
 		t.Fatal("the Kustomization from the trusted bucket did not apply")
+	}
+	// Every other Bucket was reconciled by now; the suspended one is left alone.
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(suspended), suspended); err != nil {
+		t.Fatal(err)
+	}
+	if suspended.Status.Artifact != nil || len(suspended.Status.Conditions) > 0 {
+		t.Fatalf("a suspended Bucket was reconciled: %+v", suspended.Status)
 	}
 }
