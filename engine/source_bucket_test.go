@@ -15,6 +15,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -356,5 +357,49 @@ func TestBucketBadInput(t *testing.T) {
 	}
 	if suspended.Status.Artifact != nil || len(suspended.Status.Conditions) > 0 {
 		t.Fatalf("a suspended Bucket was reconciled: %+v", suspended.Status)
+	}
+}
+
+// TestArtifactGeneratorComposesFromABucket uses a Bucket as a source of an
+// ArtifactGenerator, as source-watcher allows; a Kustomization applies the
+// output.
+func TestArtifactGeneratorComposesFromABucket(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	s3 := startS3(t, ns)
+	if err := s3.MakeBucket(ctx, "config"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.Put(ctx, "config", "deploy/cm.yaml", configMap("composed", ns)); err != nil {
+		t.Fatal(err)
+	}
+	startEngine(t, engine.Options{})
+	b := s3Bucket(ns, "config", s3, "config")
+	gen := &swv1beta1.ArtifactGenerator{
+		ObjectMeta: metav1.ObjectMeta{Name: "composed", Namespace: ns},
+		Spec: swv1beta1.ArtifactGeneratorSpec{
+			Sources: []swv1beta1.SourceReference{{Alias: "cfg", Kind: sourcev1.BucketKind, Name: "config"}},
+			OutputArtifacts: []swv1beta1.OutputArtifact{{
+				Name: "composed", Revision: "@cfg",
+				Copy: []swv1beta1.CopyOperation{{From: "@cfg/deploy/**", To: "@artifact/"}},
+			}},
+		},
+	}
+	ks := kustomization(ns, "composed", "composed", "./")
+	ks.Spec.SourceRef.Kind = sourcev1.ExternalArtifactKind
+	for _, o := range []client.Object{b, gen, ks} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, b, readyIs(b, true), "Ready=True")
+	ea := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: "composed", Namespace: ns}}
+	waitFor(t, ea, func() bool { return ea.Status.Artifact != nil && conditions.IsReady(ea) }, "an artifact")
+	if ea.Status.Artifact.Revision != b.Status.Artifact.Revision {
+		t.Fatalf("output revision %s, want the Bucket's %s", ea.Status.Artifact.Revision, b.Status.Artifact.Revision)
+	}
+	waitFor(t, ks, readyIs(ks, true), "Ready=True")
+	if !exists(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "composed", Namespace: ns}}) {
+		t.Fatal("the ConfigMap composed from the bucket was not applied")
 	}
 }
