@@ -22,6 +22,7 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 	for _, want := range []string{
 		"source.toolkit.fluxcd.io/v1/GitRepository",
 		"source.toolkit.fluxcd.io/v1/OCIRepository",
+		"source.toolkit.fluxcd.io/v1/Bucket",
 		"source.toolkit.fluxcd.io/v1/ExternalArtifact",
 		"source.toolkit.fluxcd.io/v1/HelmRepository",
 		"source.toolkit.fluxcd.io/v1/HelmChart",
@@ -36,7 +37,7 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 			t.Errorf("missing CRD storage version %s (have %v)", want, got)
 		}
 	}
-	if len(all) != 11 {
-		t.Errorf("want 11 CRDs, got %d", len(all))
+	if len(all) != 12 {
+		t.Errorf("want 12 CRDs, got %d", len(all))
 	}
 }
