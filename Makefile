@@ -6,11 +6,11 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check tidy-check vet testbin testbin-cluster demo bench bench-scale build image fuzz
+.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale build image fuzz
 
-## test: gofmt, go mod tidy and go vet, build the test control plane and the cluster
-## simulator if missing, run every test.
-test: fmt-check tidy-check vet testbin-cluster
+## test: gofmt, go mod tidy and go vet, build the test control plane, the cluster
+## simulator and the S3 server if missing, run every test.
+test: fmt-check tidy-check vet testbin-cluster testbin-s3
 	COZY_TESTBIN_DIR=$(TESTBIN_DIR) $(GO) test $(GO_TEST_FLAGS) ./...
 	$(GO) test -race -count=1 ./shard/
 
@@ -36,6 +36,10 @@ testbin:
 ## testbin-cluster: also kube-controller-manager, kube-scheduler and kwok.
 testbin-cluster:
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) hack/testbin.sh cluster >/dev/null
+
+## testbin-s3: also weed (SeaweedFS), the S3-compatible server of the Bucket tests.
+testbin-s3:
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) hack/testbin.sh s3 >/dev/null
 
 # The shipped binary is static and leaves out kustomize's Go plugin loader:
 # importing Go's plugin package makes the binary export every symbol for
@@ -87,6 +91,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCopyPaths$$' -fuzztime $(FUZZTIME) ./source/generate/
 	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./apply/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseIndex$$' -fuzztime $(FUZZTIME) ./source/helmrepo/
+	$(GO) test -run '^$$' -fuzz '^FuzzNewIndex$$' -fuzztime $(FUZZTIME) ./source/bucket/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:

@@ -10,11 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/health"
 )
@@ -68,6 +70,13 @@ type ApplyOptions struct {
 	// WaitTimeout bounds the wait for CRDs to be established and for
 	// objects to be deleted before they are re-created. Default: 60s.
 	WaitTimeout time.Duration
+	// Ignore lists JSON pointers, per object selector, that Apply never
+	// changes on an existing object: their live values are applied back
+	// (Flux's Kustomization spec.ignore). A matching object costs a GET.
+	// Default: none.
+	Ignore []jsondiff.IgnoreRule
+
+	ignore jsondiff.CompiledIgnoreRules
 }
 
 // stage numbers: CRDs and Namespaces first, then class-like objects, then
@@ -117,6 +126,12 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	}
 	if err := validateObjects(objs); err != nil {
 		return ChangeSet{}, err
+	}
+	if len(opts.Ignore) > 0 {
+		var err error
+		if opts.ignore, err = jsondiff.CompileIgnoreRules(opts.Ignore); err != nil {
+			return ChangeSet{}, fmt.Errorf("ignore rules: %w", err)
+		}
 	}
 	var cs ChangeSet
 	for i, stage := range Stages(objs) {
@@ -247,23 +262,52 @@ func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, op
 		o.SetNamespace("")
 		ref.Namespace = ""
 	}
+	if paths := IgnoredPaths(opts.ignore, o); len(paths) > 0 {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		err := a.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live)
+		switch {
+		case err == nil:
+			o = o.DeepCopy()
+			if err := KeepLiveValues(o, live, paths); err != nil {
+				return Change{}, fmt.Errorf("%s: ignore rules: %w", ref, err)
+			}
+		case !isNotFound(err):
+			return Change{}, a.describe(ref, "get", err)
+		}
+	}
 	ssautils.RemoveCABundleFromCRD(o)
 	body, err := json.Marshal(o.Object)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s: encoding: %w", ref, err)
 	}
+	if why := skipReason(o, nil); why != "" {
+		return Change{Object: ref, Action: Skipped, Detail: why}, nil
+	}
 	sum := sha256.Sum256(append([]byte(a.identity+"\x00"), body...))
 	prev := liveState{}
 	if a.opts.Cache != nil {
 		prev = a.opts.Cache.lookup(m.Resource, ref, sum)
-		if prev.unchanged {
-			return Change{Object: ref, Action: Unchanged}, nil
-		}
 	}
 	if !prev.known {
 		if prev, err = a.getMeta(ctx, m, ref); err != nil {
 			return Change{}, err
 		}
+	}
+	if prev.exists {
+		// IfNotPresent is decided here, before the unchanged shortcut, so
+		// that an existing object is skipped (and leaves the inventory
+		// without being pruned) on every apply, as in Flux.
+		live := liveMetadata(prev.labels, prev.annotations)
+		if why := skipReason(o, live); why != "" {
+			return Change{Object: ref, Action: Skipped, Detail: why}, nil
+		}
+		if ssautils.AnyInMetadata(live, forceSelector) && o.GetAnnotations()[ImmutablePolicyAnnotation] == "" {
+			opts.ImmutablePolicy, opts.KindPolicies = ImmutableRecreate, nil
+		}
+	}
+	if prev.unchanged {
+		return Change{Object: ref, Action: Unchanged}, nil
 	}
 	code, rv, err := a.patch(ctx, m, ref, body)
 	detail := ""
@@ -294,6 +338,8 @@ type liveState struct {
 	exists          bool
 	resourceVersion string
 	unchanged       bool // the write would change nothing
+	// labels and annotations hold the selector keys of the live object.
+	labels, annotations map[string]string
 }
 
 type objectMeta struct {
@@ -318,7 +364,8 @@ func (a *Applier) getMeta(ctx context.Context, m *meta.RESTMapping, ref health.O
 		}
 		return liveState{}, a.describe(ref, "get", err)
 	}
-	return liveState{known: true, exists: true, resourceVersion: om.Metadata.ResourceVersion}, nil
+	return liveState{known: true, exists: true, resourceVersion: om.Metadata.ResourceVersion,
+		labels: selectorSubset(om.Metadata.Labels), annotations: selectorSubset(om.Metadata.Annotations)}, nil
 }
 
 func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef) (*objectMeta, error) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,11 +41,9 @@ const (
 
 // ImmutablePolicyAnnotation, set on an object to one of the policies
 // ("Fail", "Recreate", "OrphanRecreate"), overrides ApplyOptions for that
-// object. Flux's "kustomize.toolkit.fluxcd.io/force: enabled" is honoured
-// as Recreate.
+// object. Flux's ForceAnnotation ("kustomize.toolkit.fluxcd.io/force:
+// Enabled", on the manifest or the live object) is honoured as Recreate.
 const ImmutablePolicyAnnotation = "apply.cozystack.io/immutable-policy"
-
-const fluxForceAnnotation = "kustomize.toolkit.fluxcd.io/force"
 
 // ImmutableError means an update changes an immutable field and the policy
 // is ImmutableFail.
@@ -108,7 +107,7 @@ func (a *Applier) policyFor(o *unstructured.Unstructured, opts ApplyOptions) (Im
 		}
 		return "", fmt.Errorf("%s: annotation %s: unknown policy %q (want Fail, Recreate or OrphanRecreate)", health.RefOf(o), ImmutablePolicyAnnotation, p)
 	}
-	if ann[fluxForceAnnotation] == "enabled" {
+	if ssautils.AnyInMetadata(o, forceSelector) {
 		return ImmutableRecreate, nil
 	}
 	if p, ok := opts.KindPolicies[o.GroupVersionKind().GroupKind()]; ok {

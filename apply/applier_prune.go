@@ -6,8 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/cozystack/cozy-aio/health"
 )
@@ -25,6 +30,11 @@ type PruneOptions struct {
 	Owner Owner
 	// Propagation is the deletion propagation policy. Default: Background.
 	Propagation metav1.DeletionPropagation
+	// WaitTimeout, when set, makes Prune wait until every deleted object
+	// is gone (its finalizers ran), as Flux's deletionPolicy
+	// WaitForTermination; a timeout is an error naming what is left.
+	// Default: 0, no wait.
+	WaitTimeout time.Duration
 }
 
 // Prune deletes the objects refs, typically Inventory.Stale of the previous
@@ -106,6 +116,11 @@ func (a *Applier) pruneOne(ctx context.Context, ref health.ObjectRef, opts Prune
 		return Change{Object: ref, Action: Skipped, Detail: skip}, nil
 	}
 	if om.Metadata.DeletionTimestamp != nil {
+		if opts.WaitTimeout > 0 {
+			if err := a.waitGone(ctx, m, ref, opts.WaitTimeout); err != nil {
+				return Change{}, err
+			}
+		}
 		return Change{Object: ref, Action: Deleted, Detail: "already terminating"}, nil
 	}
 	body, _ := json.Marshal(metav1.DeleteOptions{
@@ -120,13 +135,21 @@ func (a *Applier) pruneOne(ctx context.Context, ref health.ObjectRef, opts Prune
 	if a.opts.Cache != nil {
 		a.opts.Cache.forget(m.Resource, ref)
 	}
+	if opts.WaitTimeout > 0 {
+		if err := a.waitGone(ctx, m, ref, opts.WaitTimeout); err != nil {
+			return Change{}, err
+		}
+	}
 	return Change{Object: ref, Action: Deleted}, nil
 }
 
 // pruneVeto returns why the live object must not be pruned, or "".
 func pruneVeto(om *objectMeta, owner Owner) string {
-	if om.Metadata.Annotations[PruneAnnotation] == "disabled" {
-		return PruneAnnotation + ": disabled"
+	live := &unstructured.Unstructured{Object: map[string]any{}}
+	live.SetLabels(om.Metadata.Labels)
+	live.SetAnnotations(om.Metadata.Annotations)
+	if ssautils.AnyInMetadata(live, pruneExclusions) {
+		return PruneAnnotation + " or " + ReconcileAnnotation + ": disabled"
 	}
 	for k, v := range owner.labels() {
 		if got := om.Metadata.Labels[k]; got != v {
@@ -137,4 +160,23 @@ func pruneVeto(om *objectMeta, owner Owner) string {
 		}
 	}
 	return ""
+}
+
+// pruneExclusions are the DeleteOptions.Exclusions kustomize-controller
+// sets: objects labelled or annotated with them are never deleted.
+var pruneExclusions = map[string]string{PruneAnnotation: "disabled", ReconcileAnnotation: "disabled"}
+
+// waitGone polls until the object ref no longer exists.
+func (a *Applier) waitGone(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := a.getObjectMeta(ctx, m, ref)
+		if isNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: waiting for its termination: %w", ref, err)
+	}
+	return nil
 }

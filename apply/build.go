@@ -34,6 +34,15 @@ type BuildOptions struct {
 	// MaxBytes bounds the total size of the files read from the directory.
 	// Default: 64 MiB.
 	MaxBytes int64
+	// Root is the directory the build may read, which holds dir: a
+	// kustomization may refer to bases and components anywhere below Root
+	// (the artifact's root, as in Flux), never outside it. Default: dir.
+	Root string
+	// Substitute, when set, replaces post-build variables in every rendered
+	// object, on the objects as kustomize renders them (so a quoted
+	// "${port}" stays a string), as kustomize-controller does. Default:
+	// nil, no substitution.
+	Substitute *SubstituteOptions
 }
 
 // Build runs kustomize (krusty) on dir and returns the objects it renders.
@@ -49,17 +58,25 @@ func Build(ctx context.Context, dir string, opts BuildOptions) ([]*unstructured.
 	if opts.MaxBytes == 0 {
 		opts.MaxBytes = 64 << 20
 	}
-	mem, err := loadDir(ctx, dir, opts.MaxBytes)
+	if opts.Root == "" {
+		opts.Root = dir
+	}
+	rel, err := filepath.Rel(opts.Root, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("building %s: the directory is not below %s", dir, opts.Root)
+	}
+	at := path.Join("/", filepath.ToSlash(rel))
+	mem, err := loadDir(ctx, opts.Root, opts.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
-	if !hasKustomization(mem, "/") {
-		if err := generateKustomization(mem, "/"); err != nil {
+	if !hasKustomization(mem, at) {
+		if err := generateKustomization(mem, at); err != nil {
 			return nil, fmt.Errorf("generating a kustomization for %s: %w", dir, err)
 		}
 	}
 	if !opts.AllowRemoteBases {
-		if err := checkNoRemote(mem, "/", map[string]bool{}); err != nil {
+		if err := checkNoRemote(mem, at, map[string]bool{}); err != nil {
 			return nil, fmt.Errorf("building %s: %w", dir, err)
 		}
 	}
@@ -67,12 +84,20 @@ func Build(ctx context.Context, dir string, opts BuildOptions) ([]*unstructured.
 		return nil, err
 	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resMap, err := k.Run(mem, "/")
+	resMap, err := k.Run(mem, at)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build of %s: %w", dir, err)
 	}
 	out := make([]*unstructured.Unstructured, 0, resMap.Size())
 	for _, res := range resMap.Resources() {
+		if opts.Substitute != nil {
+			u, err := substituteResource(res, *opts.Substitute)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, u)
+			continue
+		}
 		m, err := res.Map()
 		if err != nil {
 			return nil, fmt.Errorf("kustomize build of %s: %s: %w", dir, res.CurId(), err)

@@ -134,6 +134,7 @@ func stripMetadata(obj any) (any, error) {
 	}
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, UID: m.UID,
+		Labels: selectorSubset(m.Labels), Annotations: selectorSubset(m.Annotations),
 	}}, nil
 }
 
@@ -154,7 +155,8 @@ func (c *Cache) lookup(gvr schema.GroupVersionResource, ref health.ObjectRef, su
 	if !exists {
 		return liveState{known: true}
 	}
-	rv := item.(*metav1.PartialObjectMetadata).ResourceVersion
+	pom := item.(*metav1.PartialObjectMetadata)
+	rv := pom.ResourceVersion
 	c.mu.Lock()
 	last, ok := c.last[keyOf(ref)]
 	c.mu.Unlock()
@@ -163,6 +165,8 @@ func (c *Cache) lookup(gvr schema.GroupVersionResource, ref health.ObjectRef, su
 		exists:          true,
 		resourceVersion: rv,
 		unchanged:       ok && last.sum == sum && last.resourceVersion == rv,
+		labels:          pom.Labels,
+		annotations:     pom.Annotations,
 	}
 }
 

@@ -71,15 +71,31 @@ func (cs ChangeSet) Changed() bool {
 }
 
 // Inventory returns the inventory of the objects the change set applied:
-// everything except deleted objects.
+// everything except deleted and skipped objects. As in Flux, an object
+// skipped by SSAAnnotation leaves the inventory; pass Skipped to
+// Inventory.Stale's caller so that it is not pruned either.
 func (cs ChangeSet) Inventory() Inventory {
 	refs := make([]health.ObjectRef, 0, len(cs.Changes))
 	for _, c := range cs.Changes {
-		if c.Action != Deleted {
+		if c.Action != Deleted && c.Action != Skipped {
 			refs = append(refs, c.Object)
 		}
 	}
 	return NewInventory(refs...)
+}
+
+// Stale returns the objects of previous that this change set neither
+// applied nor skipped: what pruning may delete. An object skipped by
+// SSAAnnotation is out of the inventory but never pruned, as in Flux.
+func (cs ChangeSet) Stale(previous Inventory) []health.ObjectRef {
+	var skipped []health.ObjectRef
+	for _, c := range cs.Changes {
+		if c.Action == Skipped {
+			skipped = append(skipped, c.Object)
+		}
+	}
+	keep := NewInventory(append(skipped, cs.Inventory().Entries...)...)
+	return previous.Stale(keep)
 }
 
 // String returns one line per change.

@@ -11,14 +11,15 @@
 //
 // Build runs krusty on a directory, generating a kustomization over every
 // manifest when the directory has none (as Flux does). Remote bases are
-// refused unless BuildOptions.AllowRemoteBases is set. Substitute replaces
-// ${var}, ${var:=default} and the $${var} escape; an object annotated
-// kustomize.toolkit.fluxcd.io/substitute: disabled is left alone, and
-// SubstituteOptions.Strict turns a variable without a value into a
-// *MissingVarError.
+// refused unless BuildOptions.AllowRemoteBases is set. BuildOptions.Substitute
+// replaces post-build variables with Flux's own code (fluxcd/pkg/kustomize
+// and fluxcd/pkg/envsubst): every bash operator, the $${var} escape, and the
+// kustomize.toolkit.fluxcd.io/substitute: disabled opt-out; Strict turns a
+// variable without a value into a *SubstituteError naming the object.
 //
-//	objs, err := apply.Build(ctx, dir, apply.BuildOptions{})
-//	objs, err = apply.Substitute(objs, apply.SubstituteOptions{Vars: vars, Strict: true})
+//	objs, err := apply.Build(ctx, dir, apply.BuildOptions{
+//		Substitute: &apply.SubstituteOptions{Vars: vars, Strict: true},
+//	})
 //
 // # Apply
 //
@@ -31,6 +32,13 @@
 //
 //	a, err := apply.New(cfg, apply.Options{FieldManager: "cozy-aio", Cache: cache})
 //	cs, err := a.Apply(ctx, objs, apply.ApplyOptions{Owner: owner})
+//
+// Flux's per-object annotations are honoured with kustomize-controller's
+// meanings: SSAAnnotation IfNotPresent (never written once it exists) and
+// Ignore, ReconcileAnnotation disabled, ForceAnnotation Enabled. A skipped
+// object leaves ChangeSet.Inventory, and ChangeSet.Stale keeps it from
+// being pruned. ApplyOptions.Ignore keeps the live values of JSON pointers
+// (Flux's spec.ignore).
 //
 // Errors name the object as Kind/namespace/name. A kind the API server does
 // not serve is an *UnknownKindError ("its CustomResourceDefinition is

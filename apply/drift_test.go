@@ -150,7 +150,7 @@ func waitForCache(t *testing.T, ctx context.Context, c *Cache, gvr schema.GroupV
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(schema.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: map[string]string{"configmaps": "ConfigMap", "deployments": "Deployment"}[gvr.Resource]})
+		live.SetGroupVersionKind(schema.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: map[string]string{"configmaps": "ConfigMap", "deployments": "Deployment", "secrets": "Secret"}[gvr.Resource]})
 		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, live); err != nil {
 			return false, err
 		}

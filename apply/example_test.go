@@ -54,11 +54,11 @@ spec:
 	replicas := d.Object["spec"].(map[string]any)["replicas"]
 	fmt.Println(health.RefOf(d), replicas, d.GetAnnotations()["note"])
 
-	_, err = apply.Substitute(objs, apply.SubstituteOptions{Strict: true})
+	_, err = apply.Substitute(objs, apply.SubstituteOptions{Vars: map[string]string{"app": "web"}, Strict: true})
 	fmt.Println(err)
 	// Output:
 	// Deployment/default/web 3 ${kept} literally
-	// Deployment/${namespace:=default}/${app}: substitution variable(s) not set (strict mode): app, replicas
+	// Deployment/${namespace:=default}/${app}: post-build substitution: envsubst error: variable substitution failed: variable not set (strict mode): "replicas"
 }
 
 func ExampleInventory_Stale() {

@@ -1,157 +1,112 @@
 package apply
 
 import (
+	"context"
 	"fmt"
-	"sort"
-	"strings"
 
+	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
+	"sigs.k8s.io/kustomize/api/provider"
+	"sigs.k8s.io/kustomize/api/resource"
 
 	"github.com/cozystack/cozy-aio/health"
 )
 
 // SubstituteAnnotation opts an object out of post-build substitution when
-// set to "disabled" (Flux's annotation).
+// set, as a label or an annotation, to "disabled" (Flux's key).
 const SubstituteAnnotation = "kustomize.toolkit.fluxcd.io/substitute"
 
-// SubstituteOptions configures Substitute. The zero value substitutes
-// nothing but still resolves defaults and escapes.
+// SubstituteOptions configures post-build substitution. The zero value
+// substitutes nothing: like Flux's default strategy WithVariables, objects
+// are left as they are when there are no variables.
 type SubstituteOptions struct {
-	// Vars maps variable names to values. Default: none.
+	// Vars maps variable names to values; newlines in values are dropped,
+	// and a name that does not match ^[_[:alpha:]][_[:alpha:][:digit:]]*$
+	// is an error, as in Flux. Default: none.
 	Vars map[string]string
-	// Strict makes a ${var} that has neither a value nor a default an
-	// error naming the object and the variable. Default: false, and such a
-	// variable becomes the empty string, as in Flux.
+	// Strict makes a ${var} that has no value and no default an error
+	// naming the object and the variable (kustomize-controller's
+	// StrictPostBuildSubstitutions feature gate). Default: false, and such
+	// a variable becomes the empty string.
 	Strict bool
+	// Always substitutes even when Vars is empty, so that defaults such as
+	// ${var:=x} resolve (postBuild.substituteStrategy: Always). Default:
+	// false.
+	Always bool
 }
 
-// MissingVarError is returned in strict mode when a variable has no value.
-type MissingVarError struct {
-	Object health.ObjectRef
-	Vars   []string
-}
-
-func (e *MissingVarError) Error() string {
-	return fmt.Sprintf("%s: substitution variable(s) not set (strict mode): %s", e.Object, strings.Join(e.Vars, ", "))
-}
-
-// Substitute replaces post-build variables in every object, as Flux's
-// spec.postBuild.substitute does:
-//
-//   - ${var} becomes the value of var;
-//   - ${var:=default} becomes the value of var, or default when var has no
-//     value (${var:-default} is accepted too);
-//   - $${var} is an escape and becomes the literal ${var}.
+// Substitute replaces post-build variables in every object with Flux's own
+// code (fluxcd/pkg/kustomize over fluxcd/pkg/envsubst): ${var}, defaults
+// (${var:=x}, ${var:-x}, ${var=x}, ${var-x}), case changes (${var^^}),
+// substrings (${var:1:2}), pattern removal and replacement (${var/a/b}),
+// lengths (${#var}), and the $${var} escape that yields a literal ${var}.
 //
 // Substitution works on the object's YAML, so a variable can stand for a
-// number or a boolean. Objects annotated with SubstituteAnnotation:
-// "disabled" are returned untouched. The input objects are not modified.
+// number or a boolean. Objects labelled or annotated with
+// SubstituteAnnotation: "disabled" are returned untouched. The input
+// objects are not modified.
+//
+// Substitute starts from decoded objects, which no longer know how their
+// strings were quoted in the source file; BuildOptions.Substitute
+// substitutes while building, on the objects as kustomize renders them,
+// exactly as kustomize-controller does.
 func Substitute(objs []*unstructured.Unstructured, opts SubstituteOptions) ([]*unstructured.Unstructured, error) {
+	rf := provider.NewDefaultDepProvider().GetResourceFactory()
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
-		if o.GetAnnotations()[SubstituteAnnotation] == "disabled" {
-			out[i] = o.DeepCopy()
-			continue
-		}
-		data, err := yaml.Marshal(o.Object)
+		res, err := rf.FromMap(o.DeepCopy().Object)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", health.RefOf(o), err)
 		}
-		text, missing := expand(string(data), opts.Vars)
-		if opts.Strict && len(missing) > 0 {
-			return nil, &MissingVarError{Object: health.RefOf(o), Vars: missing}
+		if out[i], err = substituteResource(res, opts); err != nil {
+			return nil, err
 		}
-		js, err := yaml.YAMLToJSON([]byte(text))
-		if err != nil {
-			return nil, fmt.Errorf("%s: the substituted object is not valid YAML: %w", health.RefOf(o), err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(js); err != nil {
-			return nil, fmt.Errorf("%s: the substituted object is not valid: %w", health.RefOf(o), err)
-		}
-		out[i] = u
 	}
 	return out, nil
 }
 
-// expand substitutes the variables of s and returns the names that had no
-// value and no default, sorted.
-func expand(s string, vars map[string]string) (string, []string) {
-	if !strings.Contains(s, "${") {
-		return s, nil
+// substituteResource substitutes the variables of res in place and returns
+// the result as an object.
+func substituteResource(res *resource.Resource, opts SubstituteOptions) (*unstructured.Unstructured, error) {
+	ref := resourceRef(res)
+	vars := make(map[string]any, len(opts.Vars))
+	for k, v := range opts.Vars {
+		vars[k] = v
 	}
-	var b strings.Builder
-	missing := map[string]bool{}
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			b.WriteString(s)
-			break
-		}
-		if i > 0 && s[i-1] == '$' { // $${var}: escape, emit ${
-			b.WriteString(s[:i-1])
-			b.WriteString("${")
-			s = s[i+2:]
-			continue
-		}
-		end := strings.IndexByte(s[i:], '}')
-		if end < 0 {
-			b.WriteString(s)
-			break
-		}
-		expr := s[i+2 : i+end]
-		value, ok := resolve(expr, vars, missing)
-		b.WriteString(s[:i])
-		if ok {
-			b.WriteString(value)
-		} else {
-			b.WriteString(s[i : i+end+1]) // not a variable: keep it
-		}
-		s = s[i+end+1:]
+	// Flux reads the variables of a Kustomization; dry-run mode takes
+	// them from spec.postBuild.substitute only, without a client.
+	ks := unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"postBuild": map[string]any{"substitute": vars}},
+	}}
+	_, err := fluxkustomize.SubstituteVariables(context.Background(), nil, ks, res,
+		fluxkustomize.SubstituteWithDryRun(true),
+		fluxkustomize.SubstituteWithStrict(opts.Strict),
+		fluxkustomize.SubstituteWithAlways(opts.Always))
+	if err != nil {
+		return nil, &SubstituteError{Object: ref, Err: err}
 	}
-	names := make([]string, 0, len(missing))
-	for n := range missing {
-		names = append(names, n)
+	m, err := res.Map()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
-	sort.Strings(names)
-	return b.String(), names
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
-// resolve evaluates the inside of ${...}. It returns false when expr is not
-// a variable reference.
-func resolve(expr string, vars map[string]string, missing map[string]bool) (string, bool) {
-	name, def, hasDef := expr, "", false
-	if j := strings.IndexByte(expr, ':'); j >= 0 && j+1 < len(expr) && (expr[j+1] == '=' || expr[j+1] == '-') {
-		name, def, hasDef = expr[:j], expr[j+2:], true
-	}
-	if !validVarName(name) {
-		return "", false
-	}
-	if v, ok := vars[name]; ok && v != "" {
-		return v, true
-	}
-	if hasDef {
-		return def, true
-	}
-	if v, ok := vars[name]; ok {
-		return v, true
-	}
-	missing[name] = true
-	return "", true
+func resourceRef(res *resource.Resource) health.ObjectRef {
+	gvk := res.GetGvk()
+	return health.ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: res.GetNamespace(), Name: res.GetName()}
 }
 
-func validVarName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
-		case i > 0 && r >= '0' && r <= '9':
-		default:
-			return false
-		}
-	}
-	return true
+// SubstituteError is a failed substitution in one object: an invalid
+// variable name, a malformed ${...} expression, a variable without a value
+// in strict mode, or a substituted object that is no longer valid YAML.
+type SubstituteError struct {
+	Object health.ObjectRef
+	Err    error
 }
+
+func (e *SubstituteError) Error() string {
+	return fmt.Sprintf("%s: post-build substitution: %v", e.Object, e.Err)
+}
+
+func (e *SubstituteError) Unwrap() error { return e.Err }

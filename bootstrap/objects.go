@@ -107,7 +107,7 @@ func applyObjects(ctx context.Context, a *apply.Applier, objs []*unstructured.Un
 		res.Inventory = apply.NewInventory(slices.Concat(previous.Entries, current.Entries)...)
 		return res, nil
 	}
-	res.Pruned, err = a.Prune(ctx, previous.Stale(current), apply.PruneOptions{Owner: owner})
+	res.Pruned, err = a.Prune(ctx, cs.Stale(previous), apply.PruneOptions{Owner: owner})
 	if err != nil {
 		return res, fmt.Errorf("pruning the bootstrap objects: %w", err)
 	}

@@ -46,9 +46,11 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 		obj = &sourcev1.ExternalArtifact{}
 	case sourcev1.HelmChartKind:
 		obj = &sourcev1.HelmChart{}
+	case sourcev1.BucketKind:
+		obj = &sourcev1.Bucket{}
 	default:
 		return source.Artifact{}, stalled(meta.ArtifactFailedReason,
-			fmt.Errorf("%s: source kind %q is not supported (GitRepository, OCIRepository, ExternalArtifact, HelmChart)", self, kind)), false
+			fmt.Errorf("%s: source kind %q is not supported (GitRepository, OCIRepository, Bucket, ExternalArtifact, HelmChart)", self, kind)), false
 	}
 	srcRef := fmt.Sprintf("%s/%s/%s", kind, namespace, name)
 	key := client.ObjectKey{Namespace: namespace, Name: name}

@@ -112,7 +112,7 @@ func (e *Engine) admit(ctx context.Context, self nodeRef, obj client.Object, dep
 		return stalled(DependencyCycleReason, fmt.Errorf("%s is on a dependsOn cycle: %s", self, strings.Join(names, " → "))), false
 	}
 	for _, d := range deps {
-		if ready, why := e.dependencyReady(ctx, d); !ready {
+		if ready, why := e.dependencyReadyFor(ctx, obj, d); !ready {
 			return waiting(meta.DependencyNotReadyReason, fmt.Sprintf("dependency '%s' is not ready: %s", d, why), retry), false
 		}
 	}

@@ -13,6 +13,8 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	notifyv1 "github.com/fluxcd/notification-controller/api/v1"
+	notifyv1beta3 "github.com/fluxcd/notification-controller/api/v1beta3"
 	fluxmetrics "github.com/fluxcd/pkg/runtime/metrics"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
@@ -80,6 +82,8 @@ type Engine struct {
 	// helmRepos fetches Helm repository indexes and charts, sharing
 	// downloads across HelmCharts.
 	helmRepos *helmrepo.Client
+	// notify sends events to Alerts and serves Receivers (notify.go).
+	notify *notifier
 	// runCtx lives as long as the manager runs; waits started by
 	// reconcilers use it.
 	runCtx atomic.Pointer[context.Context]
@@ -191,6 +195,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}
+	if err := e.setupNotify(); err != nil {
+		return nil, err
+	}
 	runnables := []manager.Runnable{applyCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues)}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
@@ -254,7 +261,8 @@ func (e *Engine) keepRunContext(ctx context.Context) error {
 // an embedder builds for Setup.
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sourcev1.AddToScheme,
-		swv1beta1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme, apiextensionsv1.AddToScheme} {
+		swv1beta1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme, apiextensionsv1.AddToScheme,
+		notifyv1.AddToScheme, notifyv1beta3.AddToScheme} {
 		if err := add(s); err != nil {
 			return err
 		}

@@ -42,10 +42,7 @@ func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Re
 
 func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self nodeRef) outcome {
 	e := r.e
-	if err := unsupported(swv1beta1.ArtifactGeneratorKind,
-		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
-		fieldCheck{"spec.pathPattern", obj.Spec.PathPattern != ""},
-	); err != nil {
+	if err := artifactGeneratorUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
 	var srcRefs []nodeRef
@@ -156,4 +153,12 @@ func (r *artifactGeneratorReconciler) writeExternalArtifact(ctx context.Context,
 		return fmt.Errorf("writing ExternalArtifact %s/%s status: %w", gen.Namespace, name, err)
 	}
 	return nil
+}
+
+// artifactGeneratorUnsupported names the spec fields of obj that are set and not honoured.
+func artifactGeneratorUnsupported(obj *swv1beta1.ArtifactGenerator) error {
+	return unsupported(swv1beta1.ArtifactGeneratorKind,
+		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
+		fieldCheck{"spec.pathPattern", obj.Spec.PathPattern != ""},
+	)
 }

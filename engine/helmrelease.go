@@ -92,6 +92,9 @@ func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelea
 	if err != nil {
 		return stalled(meta.DependencyNotReadyReason, err), false
 	}
+	if err := checkExpressions(obj); err != nil {
+		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err)), false
+	}
 	src := sourceRefOf(self, kind, ns, name)
 	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRequeueAfter()); !ok {
 		return out, false

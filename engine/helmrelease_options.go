@@ -2,100 +2,72 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	corev1 "k8s.io/api/core/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
+	"github.com/fluxcd/pkg/chartutil"
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
 
 func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
-	targetPath, readyExpr := false, false
-	for _, v := range obj.Spec.ValuesFrom {
-		targetPath = targetPath || v.TargetPath != ""
-	}
-	for _, d := range obj.Spec.DependsOn {
-		readyExpr = readyExpr || d.ReadyExpr != ""
-	}
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
-		fieldCheck{"spec.postRenderers", len(obj.Spec.PostRenderers) > 0},
-		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
-		fieldCheck{"spec.healthCheckExprs", len(obj.Spec.HealthCheckExprs) > 0},
-		fieldCheck{"spec.valuesFrom[].targetPath", targetPath},
-		fieldCheck{"spec.dependsOn[].readyExpr", readyExpr},
-		fieldCheck{"spec.driftDetection.ignore", obj.Spec.DriftDetection != nil && len(obj.Spec.DriftDetection.Ignore) > 0},
+		fieldCheck{"spec.chart.spec.verify", obj.Spec.Chart != nil && obj.Spec.Chart.Spec.Verify != nil},
 		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
-		fieldCheck{"spec.upgrade.preserveValues", up.PreserveValues},
-		fieldCheck{"spec.install.replace", in.Replace},
 		fieldCheck{"spec.test.enable", obj.Spec.Test != nil && obj.Spec.Test.Enable},
-		fieldCheck{"spec.rollback", obj.Spec.Rollback != nil && *obj.Spec.Rollback != helmv2.Rollback{}},
+		// Helm 4's rollback has no --recreate-pods.
+		fieldCheck{"spec.rollback.recreate", obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
+		fieldCheck{"spec.rollback.serverSideApply: disabled", obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},
 		fieldCheck{"spec.waitStrategy (other than watcher)", obj.Spec.WaitStrategy != nil &&
 			obj.Spec.WaitStrategy.Name != "" && obj.Spec.WaitStrategy.Name != "watcher"},
 		fieldCheck{"spec.install.serverSideApply: false", in.ServerSideApply != nil && !*in.ServerSideApply},
 		fieldCheck{"spec.upgrade.serverSideApply: disabled", up.ServerSideApply == helmv2.ServerSideApplyDisabled},
 		fieldCheck{"spec.upgrade.chartNameChangeStrategy", up.ChartNameChangeStrategy != ""},
+		// cozy-aio runs no post-renderer (not even Flux's origin labels),
+		// so only the default strategy means the same.
+		fieldCheck{"spec.postRenderStrategy (other than combined)", obj.Spec.PostRenderStrategy != "" &&
+			obj.Spec.PostRenderStrategy != helmv2.PostRenderStrategyCombined},
 	)
 }
 
-// values merges valuesFrom (in order) and then spec.values, later layers
-// winning, as Flux does.
+// values merges valuesFrom (in order, with targetPath and literal) and then
+// spec.values with Flux's own fluxcd/pkg/chartutil, so the result is the
+// one helm-controller computes.
 func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (map[string]any, error) {
-	var layers []map[string]any
-	for _, ref := range obj.Spec.ValuesFrom {
-		key := ref.ValuesKey
-		if key == "" {
-			key = "values.yaml"
-		}
-		nn := client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}
-		var raw string
-		var found bool
-		switch ref.Kind {
-		case "ConfigMap":
-			var cm corev1.ConfigMap
-			if err := r.e.mgr.GetClient().Get(ctx, nn, &cm); err != nil {
-				if ref.Optional && client.IgnoreNotFound(err) == nil {
-					continue
-				}
-				return nil, fmt.Errorf("%s: valuesFrom ConfigMap %s: %w", self, nn, err)
-			}
-			raw, found = cm.Data[key]
-		case "Secret":
-			var s corev1.Secret
-			if err := r.e.mgr.GetClient().Get(ctx, nn, &s); err != nil {
-				if ref.Optional && client.IgnoreNotFound(err) == nil {
-					continue
-				}
-				return nil, fmt.Errorf("%s: valuesFrom Secret %s: %w", self, nn, err)
-			}
-			var b []byte
-			b, found = s.Data[key]
-			raw = string(b)
-		default:
-			return nil, fmt.Errorf("%s: valuesFrom kind %q must be ConfigMap or Secret", self, ref.Kind)
-		}
-		if !found {
-			if ref.Optional {
-				continue
-			}
-			return nil, fmt.Errorf("%s: valuesFrom %s %s has no key %q", self, ref.Kind, nn, key)
-		}
-		layer := map[string]any{}
-		if err := yaml.Unmarshal([]byte(raw), &layer); err != nil {
-			return nil, fmt.Errorf("%s: valuesFrom %s %s key %q: %w", self, ref.Kind, nn, key, err)
-		}
-		layers = append(layers, layer)
+	v, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), r.e.mgr.GetClient(), obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", self, valuesRefOf(obj, err), err)
 	}
-	if v := obj.GetValues(); len(v) > 0 {
-		layers = append(layers, v)
+	return v, nil
+}
+
+// valuesRefOf names the spec.valuesFrom entry a chartutil error is about:
+// its index, kind and object, and its targetPath when set.
+func valuesRefOf(obj *helmv2.HelmRelease, err error) string {
+	var ve *chartutil.ErrValuesReference
+	if !errors.As(err, &ve) {
+		return "spec.valuesFrom"
 	}
-	return helm.MergeValues(layers...), nil
+	for i, ref := range obj.Spec.ValuesFrom {
+		if ref.Kind != ve.Kind || ref.Name != ve.Name.Name || ref.GetValuesKey() != ve.Key {
+			continue
+		}
+		s := fmt.Sprintf("spec.valuesFrom[%d] %s %s", i, ref.Kind, ve.Name)
+		if ref.TargetPath != "" {
+			s += fmt.Sprintf(" targetPath %q", ref.TargetPath)
+		}
+		return s
+	}
+	return fmt.Sprintf("spec.valuesFrom %s %s", ve.Kind, ve.Name)
 }
 
 // helmOptions maps a HelmRelease's spec onto apply/helm's options.
@@ -106,6 +78,8 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 	if in.DisableWait && up.DisableWait {
 		wait = helm.WaitNone
 	}
+	// Compiled by checkExpressions in admit already: no error here.
+	checker, _ := healthChecker(obj.Spec.HealthCheckExprs)
 	o := helm.ReconcileOptions{
 		Spec: helm.Spec{
 			Chart:                   helm.Chart{Path: chartPath},
@@ -116,14 +90,21 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 			DisableHooks:            in.DisableHooks,
 			DisableSchemaValidation: in.DisableSchemaValidation,
 			MaxHistory:              obj.GetMaxHistory(),
+			PostRender:              postRender(obj),
+			HealthChecker:           checker,
 		},
 		InstallCRDs:     crdPolicy(in.CRDs, in.SkipCRDs, helm.CRDCreate),
 		UpgradeCRDs:     crdPolicy(up.CRDs, false, helm.CRDSkip),
 		CreateNamespace: in.CreateNamespace,
 		CleanupOnFail:   up.CleanupOnFail,
 		Force:           up.Force,
+		PreserveValues:  up.PreserveValues,
+		Rollback:        rollbackOptions(obj),
 		Install:         installRemediation(in),
 		Upgrade:         upgradeRemediation(up),
+	}
+	for _, r := range obj.GetDriftDetection().Ignore {
+		o.DriftIgnore = append(o.DriftIgnore, ignoreRule(r.Paths, r.Target))
 	}
 	switch obj.GetDriftDetection().Mode {
 	case helmv2.DriftDetectionEnabled:
@@ -249,4 +230,67 @@ func actionVerb(res helm.Outcome) string {
 		}
 	}
 	return "reconcile"
+}
+
+// postRender maps spec.postRenderers and spec.commonMetadata onto
+// apply/helm, with helm-controller's origin labels on every object.
+func postRender(obj *helmv2.HelmRelease) helm.PostRender {
+	p := helm.PostRender{OriginLabels: map[string]string{
+		helmv2.GroupVersion.Group + "/name":      obj.Name,
+		helmv2.GroupVersion.Group + "/namespace": obj.Namespace,
+	}}
+	for _, r := range obj.Spec.PostRenderers {
+		if r.Kustomize == nil {
+			continue
+		}
+		var k helm.KustomizeOverlay
+		for _, patch := range r.Kustomize.Patches {
+			k.Patches = append(k.Patches, kusttypes.Patch{Patch: patch.Patch, Target: kustSelector(patch.Target)})
+		}
+		for _, img := range r.Kustomize.Images {
+			k.Images = append(k.Images, kusttypes.Image{Name: img.Name, NewName: img.NewName, NewTag: img.NewTag, Digest: img.Digest})
+		}
+		p.Kustomize = append(p.Kustomize, k)
+	}
+	if cm := obj.Spec.CommonMetadata; cm != nil {
+		p.Labels, p.Annotations = cm.Labels, cm.Annotations
+	}
+	return p
+}
+
+func kustSelector(s *kustomize.Selector) *kusttypes.Selector {
+	if s == nil {
+		return nil
+	}
+	return &kusttypes.Selector{
+		ResId: resid.ResId{
+			Gvk:       resid.Gvk{Group: s.Group, Version: s.Version, Kind: s.Kind},
+			Name:      s.Name,
+			Namespace: s.Namespace,
+		},
+		AnnotationSelector: s.AnnotationSelector,
+		LabelSelector:      s.LabelSelector,
+	}
+}
+
+// rollbackOptions maps spec.rollback onto the remedying rollbacks, as
+// helm-controller does; nil when the HelmRelease does not set it.
+func rollbackOptions(obj *helmv2.HelmRelease) *helm.RollbackOptions {
+	rb := obj.Spec.Rollback
+	if rb == nil {
+		return nil
+	}
+	wait := helm.WaitKStatus
+	if rb.DisableWait {
+		wait = helm.WaitNone
+	}
+	return &helm.RollbackOptions{
+		Timeout:       rb.GetTimeout(obj.GetTimeout()).Duration,
+		Wait:          wait,
+		WaitForJobs:   !rb.DisableWaitForJobs,
+		DisableHooks:  rb.DisableHooks,
+		Force:         rb.Force,
+		CleanupOnFail: rb.CleanupOnFail,
+		MaxHistory:    obj.GetMaxHistory(),
+	}
 }

@@ -13,6 +13,7 @@ func (e *Engine) kinds() []kindController {
 	return []kindController{
 		{kind: sourcev1.GitRepositoryKind, newObject: func() client.Object { return &sourcev1.GitRepository{} }, reconciler: &gitRepositoryReconciler{e: e}},
 		{kind: sourcev1.OCIRepositoryKind, newObject: func() client.Object { return &sourcev1.OCIRepository{} }, reconciler: &ociRepositoryReconciler{e: e}},
+		{kind: sourcev1.BucketKind, newObject: func() client.Object { return &sourcev1.Bucket{} }, reconciler: &bucketReconciler{e: e}},
 		{kind: sourcev1.HelmRepositoryKind, newObject: func() client.Object { return &sourcev1.HelmRepository{} }, reconciler: &helmRepositoryReconciler{e: e}},
 		{kind: sourcev1.HelmChartKind, newObject: func() client.Object { return &sourcev1.HelmChart{} }, reconciler: &helmChartReconciler{e: e}},
 		{kind: kustomizev1.KustomizationKind, newObject: func() client.Object { return &kustomizev1.Kustomization{} }, reconciler: &kustomizationReconciler{e: e}},

@@ -6,7 +6,10 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +56,9 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if err := kustomizationUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
+	if err := checkExpressions(obj); err != nil {
+		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
+	}
 	deps, err := dependencies(kustomizev1.KustomizationKind, obj, obj.Spec.DependsOn)
 	if err != nil {
 		return stalled(meta.DependencyNotReadyReason, err)
@@ -86,13 +92,14 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if obj.Spec.Force {
 		policy = apply.ImmutableRecreate
 	}
-	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout()})
+	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout(),
+		Ignore: ignoreRules(obj.Spec.Ignore)})
 	if err != nil {
 		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
 	next := cs.Inventory()
 	if obj.Spec.Prune && obj.Status.Inventory != nil {
-		stale := inventoryOf(obj.Status.Inventory).Stale(next)
+		stale := cs.Stale(inventoryOf(obj.Status.Inventory))
 		if _, err := applier.Prune(ctx, stale, apply.PruneOptions{Owner: owner}); err != nil {
 			obj.Status.Inventory = toFluxInventory(next)
 			return failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, err))
@@ -118,7 +125,7 @@ func revisionIfReady(out outcome, rev, prev string) string {
 }
 
 func (r *kustomizationReconciler) ensureFinalizer(ctx context.Context, obj *kustomizev1.Kustomization) error {
-	if !obj.Spec.Prune || controllerutil.ContainsFinalizer(obj, Finalizer) {
+	if !deletesOnFinalize(obj) || controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return nil
 	}
 	patch := client.MergeFrom(obj.DeepCopy())
@@ -134,14 +141,23 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return nil
 	}
-	if obj.Spec.Prune && !obj.Spec.Suspend && obj.Status.Inventory != nil {
+	if deletesOnFinalize(obj) && !obj.Spec.Suspend && obj.Status.Inventory != nil {
 		applier, err := e.applierFor(obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
 		if err != nil {
 			return err
 		}
 		owner := apply.Owner{LabelPrefix: "kustomize.toolkit.fluxcd.io", Name: obj.Name, Namespace: obj.Namespace}
-		if _, err := applier.Prune(ctx, inventoryOf(obj.Status.Inventory).Entries, apply.PruneOptions{Owner: owner}); err != nil {
-			return fmt.Errorf("%s: pruning on deletion: %w", self, err)
+		opts := apply.PruneOptions{Owner: owner}
+		if obj.GetDeletionPolicy() == kustomizev1.DeletionPolicyWaitForTermination {
+			opts.WaitTimeout = obj.GetTimeout()
+		}
+		if _, err := applier.Prune(ctx, inventoryOf(obj.Status.Inventory).Entries, opts); err != nil {
+			if opts.WaitTimeout == 0 {
+				return fmt.Errorf("%s: pruning on deletion: %w", self, err)
+			}
+			// As Flux: a wait that times out is reported, and the
+			// finalizer goes.
+			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.PruneFailedReason, "Finalize", "%s: failed to wait for resources termination: %v", self, err)
 		}
 	}
 	patch := client.MergeFrom(obj.DeepCopy())
@@ -170,24 +186,41 @@ func (r *kustomizationReconciler) healthChecks(obj *kustomizev1.Kustomization, i
 	return out
 }
 
-func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
-	readyExpr := false
-	for _, d := range obj.Spec.DependsOn {
-		readyExpr = readyExpr || d.ReadyExpr != ""
+// deletesOnFinalize reports whether deleting the Kustomization deletes
+// its inventory: spec.deletionPolicy, where MirrorPrune (the default)
+// follows spec.prune and Orphan never deletes.
+func deletesOnFinalize(obj *kustomizev1.Kustomization) bool {
+	switch obj.GetDeletionPolicy() {
+	case kustomizev1.DeletionPolicyMirrorPrune:
+		return obj.Spec.Prune
+	case kustomizev1.DeletionPolicyDelete, kustomizev1.DeletionPolicyWaitForTermination:
+		return true
 	}
+	return false
+}
+
+func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
 	return unsupported(kustomizev1.KustomizationKind,
 		fieldCheck{"spec.decryption", obj.Spec.Decryption != nil},
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
-		fieldCheck{"spec.patches", len(obj.Spec.Patches) > 0},
-		fieldCheck{"spec.images", len(obj.Spec.Images) > 0},
-		fieldCheck{"spec.components", len(obj.Spec.Components) > 0},
-		fieldCheck{"spec.namePrefix", obj.Spec.NamePrefix != ""},
-		fieldCheck{"spec.nameSuffix", obj.Spec.NameSuffix != ""},
-		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
-		fieldCheck{"spec.deletionPolicy", obj.Spec.DeletionPolicy != "" && obj.Spec.DeletionPolicy != kustomizev1.DeletionPolicyMirrorPrune},
-		fieldCheck{"spec.buildMetadata", len(obj.Spec.BuildMetadata) > 0},
-		fieldCheck{"spec.ignore", len(obj.Spec.Ignore) > 0},
-		fieldCheck{"spec.dependsOn[].readyExpr", readyExpr},
-		fieldCheck{"spec.postBuild.substituteStrategy", obj.Spec.PostBuild != nil && obj.Spec.PostBuild.SubstituteStrategy != ""},
 	)
+}
+
+// ignoreRules maps spec.ignore onto fluxcd/pkg/ssa's rules.
+func ignoreRules(rules []kustomizev1.IgnoreRule) []jsondiff.IgnoreRule {
+	var out []jsondiff.IgnoreRule
+	for _, r := range rules {
+		out = append(out, ignoreRule(r.Paths, r.Target))
+	}
+	return out
+}
+
+// ignoreRule is one rule of spec.ignore or spec.driftDetection.ignore.
+func ignoreRule(paths []string, t *kustomize.Selector) jsondiff.IgnoreRule {
+	rule := jsondiff.IgnoreRule{Paths: paths}
+	if t != nil {
+		rule.Selector = &jsondiff.Selector{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name,
+			Namespace: t.Namespace, AnnotationSelector: t.AnnotationSelector, LabelSelector: t.LabelSelector}
+	}
+	return rule
 }

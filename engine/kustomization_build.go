@@ -9,9 +9,11 @@ import (
 	securejoin "github.com/cyphar/filepath-securejoin"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	fluxkustomize "github.com/fluxcd/pkg/kustomize"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply"
@@ -19,8 +21,9 @@ import (
 	"github.com/cozystack/cozy-aio/source"
 )
 
-// build extracts the artifact, builds spec.path with kustomize, sets the
-// target namespace and substitutes post-build variables.
+// build extracts the artifact, builds spec.path with kustomize and Flux's
+// overlay of the spec, substitutes post-build variables and sets the
+// common metadata, in kustomize-controller's order.
 func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef, art source.Artifact) ([]*unstructured.Unstructured, outcome, bool) {
 	e := r.e
 	tmp, err := os.MkdirTemp("", "cozy-build-")
@@ -38,22 +41,42 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, failed(meta.InvalidPathReason, fmt.Errorf("%s: path %q not found in revision %s", self, obj.Spec.Path, art.Revision)), false
 	}
-	objs, err := apply.Build(ctx, dir, apply.BuildOptions{AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted})
+	// Flux's own generator writes the overlay of the spec's kustomize
+	// fields (targetNamespace, namePrefix/Suffix, patches, images,
+	// components, buildMetadata) into the extracted copy, or generates the
+	// kustomization.yaml when there is none, so the build renders what
+	// kustomize-controller renders.
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
-	if ns := obj.Spec.TargetNamespace; ns != "" {
-		if err := r.setNamespace(objs, ns); err != nil {
-			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
-		}
+	if _, err := fluxkustomize.NewGenerator(tmp, unstructured.Unstructured{Object: spec}).WriteFile(dir); err != nil {
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: generating the kustomization: %w", self, relPaths(err, tmp))), false
 	}
+	bopts := apply.BuildOptions{Root: tmp, AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted}
 	if pb := obj.Spec.PostBuild; pb != nil {
 		vars, err := r.substitutions(ctx, obj, self)
 		if err != nil {
 			return nil, failed(meta.BuildFailedReason, err), false
 		}
-		if objs, err = apply.Substitute(objs, apply.SubstituteOptions{Vars: vars}); err != nil {
-			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		bopts.Substitute = &apply.SubstituteOptions{
+			Vars:   vars,
+			Strict: e.opts.StrictSubstitutions,
+			Always: obj.GetSubstituteStrategy() == kustomizev1.SubstituteStrategyAlways,
+		}
+	}
+	objs, err := apply.Build(ctx, dir, bopts)
+	if err != nil {
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
+	}
+	if cm := obj.Spec.CommonMetadata; cm != nil {
+		ssautils.SetCommonMetadata(objs, cm.Labels, cm.Annotations)
+	}
+	for _, o := range objs {
+		// As Flux: ciphertext is never applied as a Secret's data.
+		if _, sops, _ := unstructured.NestedFieldNoCopy(o.Object, "sops"); sops && o.GetKind() == "Secret" && o.GetAPIVersion() == "v1" {
+			return nil, failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s is SOPS encrypted, configuring decryption is required for this secret to be reconciled",
+				self, health.RefOf(o))), false
 		}
 	}
 	if e.opts.Restricted {
@@ -71,28 +94,6 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 // name files as the user knows them.
 func relPaths(err error, tmp string) error {
 	return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), tmp+"/", ""))
-}
-
-// setNamespace puts every namespaced object in ns, as Flux's
-// targetNamespace does.
-func (r *kustomizationReconciler) setNamespace(objs []*unstructured.Unstructured, ns string) error {
-	mapper := r.e.mgr.GetRESTMapper()
-	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if apimeta.IsNoMatchError(err) {
-			// A kind whose CRD comes in the same set: assume namespaced.
-			o.SetNamespace(ns)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if m.Scope.Name() == apimeta.RESTScopeNameNamespace {
-			o.SetNamespace(ns)
-		}
-	}
-	return nil
 }
 
 // substitutions merges postBuild.substituteFrom (in order) and then

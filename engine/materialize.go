@@ -139,6 +139,8 @@ func (e *Engine) rebuild(ctx context.Context, src nodeRef, obj client.Object, wa
 		built, err = e.rebuildGit(ctx, staging, sobj, o, want.Revision)
 	case *sourcev1.OCIRepository:
 		built, err = e.rebuildOCI(ctx, staging, sobj, o, want.Revision)
+	case *sourcev1.Bucket:
+		built, err = e.rebuildBucket(ctx, staging, sobj, o, want.Revision)
 	case *sourcev1.ExternalArtifact:
 		built, err = e.rebuildOutput(ctx, staging, o)
 	case *sourcev1.HelmChart:

@@ -26,6 +26,12 @@ type Options struct {
 	// http://<ArtifactAddr>, with the port the server bound when
 	// ArtifactAddr asks for any free one (":0").
 	ArtifactBaseURL string
+	// WebhookAddr serves the Receiver webhooks (/hook/<digest>). Default:
+	// "" (off: the static pod shares the host's network, so a listener is
+	// opened only when asked for).
+	WebhookAddr string
+	// Notify tunes how events reach Alerts. The zero value works.
+	Notify NotifyOptions
 	// HealthAddr serves /healthz, /readyz and /metrics. Default: "" (off);
 	// the cozy-aio binary sets it.
 	HealthAddr string
@@ -55,6 +61,10 @@ type Options struct {
 	// AllowRemoteBases lets kustomizations reference remote bases (Git or
 	// HTTP URLs). Default: false. Restricted mode always forbids them.
 	AllowRemoteBases bool
+	// StrictSubstitutions makes a post-build ${var} without a value and
+	// without a default a build error, as kustomize-controller's
+	// StrictPostBuildSubstitutions feature gate. Default: false.
+	StrictSubstitutions bool
 	// DefaultServiceAccount is used in restricted mode. Default: "default".
 	DefaultServiceAccount string
 	// InstallCRDs server-side applies the embedded Flux CRDs at start.

@@ -27,14 +27,7 @@ func (r *gitRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.GitRepository, sobj source.Object) outcome {
 	e := r.e
-	if err := unsupported(sourcev1.GitRepositoryKind,
-		fieldCheck{"spec.verify", obj.Spec.Verification != nil},
-		fieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
-		fieldCheck{"spec.include", len(obj.Spec.Include) > 0},
-		fieldCheck{"spec.sparseCheckout", len(obj.Spec.SparseCheckout) > 0},
-		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
-	); err != nil {
+	if err := gitRepositoryUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
 	opts, err := r.options(ctx, obj)
@@ -94,4 +87,16 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 		}
 	}
 	return opts, nil
+}
+
+// gitRepositoryUnsupported names the spec fields of obj that are set and not honoured.
+func gitRepositoryUnsupported(obj *sourcev1.GitRepository) error {
+	return unsupported(sourcev1.GitRepositoryKind,
+		fieldCheck{"spec.verify", obj.Spec.Verification != nil},
+		fieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
+		fieldCheck{"spec.include", len(obj.Spec.Include) > 0},
+		fieldCheck{"spec.sparseCheckout", len(obj.Spec.SparseCheckout) > 0},
+		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
+		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	)
 }

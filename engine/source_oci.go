@@ -28,12 +28,7 @@ func (r *ociRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.OCIRepository, sobj source.Object) outcome {
 	e := r.e
-	if err := unsupported(sourcev1.OCIRepositoryKind,
-		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
-		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
-		fieldCheck{"spec.ref.semverFilter", obj.Spec.Reference != nil && obj.Spec.Reference.SemverFilter != ""},
-	); err != nil {
+	if err := ociRepositoryUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
 	if !strings.HasPrefix(obj.Spec.URL, "oci://") {
@@ -104,4 +99,14 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 		}
 	}
 	return opts, nil
+}
+
+// ociRepositoryUnsupported names the spec fields of obj that are set and not honoured.
+func ociRepositoryUnsupported(obj *sourcev1.OCIRepository) error {
+	return unsupported(sourcev1.OCIRepositoryKind,
+		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
+		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
+		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+		fieldCheck{"spec.ref.semverFilter", obj.Spec.Reference != nil && obj.Spec.Reference.SemverFilter != ""},
+	)
 }

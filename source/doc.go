@@ -3,8 +3,8 @@
 // archives, safe extraction, and an HTTP server that serves the store with
 // Flux's URL layout on loopback.
 //
-// Fetchers live in subpackages named for what they wrap: source/git and
-// source/oci. source/generate composes new artifacts from several sources.
+// Fetchers live in subpackages named for what they wrap: source/git,
+// source/oci and source/bucket (S3). source/generate composes new artifacts from several sources.
 // Nothing here knows about Kustomizations or HelmReleases; ChartName and
 // Repack know where a Helm chart keeps its Chart.yaml, to re-pack a chart
 // copied to an artifact's root the way Helm loads it.

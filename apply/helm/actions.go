@@ -11,6 +11,8 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/cozystack/cozy-aio/health"
 )
 
 // DefaultTimeout bounds an action when no Timeout is set.
@@ -60,6 +62,13 @@ type Spec struct {
 	// MaxHistory is how many revisions to keep. Negative: all.
 	// Default: DefaultMaxHistory.
 	MaxHistory int
+	// PostRender changes the rendered manifests before they are applied.
+	// Default: no change.
+	PostRender PostRender
+	// HealthChecker decides the status of the objects the action waits
+	// for, with CEL expressions per kind (spec.healthCheckExprs).
+	// Default: nil, kstatus alone.
+	HealthChecker *health.Checker
 }
 
 func (s Spec) timeout() time.Duration {
@@ -101,6 +110,9 @@ type UpgradeOptions struct {
 	CleanupOnFail bool
 	// Force replaces objects that cannot be patched. Default: false.
 	Force bool
+	// PreserveValues reuses the values of the last release under
+	// Spec.Values (Helm's --reuse-values). Default: false.
+	PreserveValues bool
 }
 
 // RollbackOptions configures Rollback.
@@ -165,7 +177,7 @@ func (m *Manager) prepare(ctx context.Context, s Spec) (prepared, error) {
 		return prepared{}, err
 	}
 	vals := MergeValues(s.Values...)
-	return prepared{chart: ch, values: vals, digest: specDigest(cd, vals)}, nil
+	return prepared{chart: ch, values: vals, digest: specDigest(cd, vals, s.PostRender.digestPart())}, nil
 }
 
 // Install installs a release. A release whose latest revision failed or
@@ -201,6 +213,7 @@ func (m *Manager) begin(ctx context.Context, rel Release, spec Spec, a Action) (
 	if err != nil {
 		return nil, prepared{}, wrap(rel, a, err)
 	}
+	s.useChecker(spec.HealthChecker)
 	if _, err := s.recoverPending(remedyOptions(spec)); err != nil {
 		return nil, prepared{}, err
 	}
@@ -243,6 +256,9 @@ func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, err
 		in.CreateNamespace = o.CreateNamespace
 		in.Replace = replace
 		in.Labels = map[string]string{LabelDigest: p.digest}
+		if !o.PostRender.isZero() {
+			in.PostRenderer = o.PostRender
+		}
 		r, err := in.Run(p.chart, p.values)
 		out, _ = r.(*releasev1.Release)
 		return err
@@ -266,8 +282,13 @@ func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, err
 		up.DisableOpenAPIValidation = true // see install
 		up.MaxHistory = maxHistory(o.MaxHistory)
 		up.CleanupOnFail, up.ForceReplace = o.CleanupOnFail, o.Force
-		up.ResetValues = true // the caller's layers are the whole truth
+		// The caller's layers are the whole truth, unless asked to
+		// preserve the last release's values (spec.upgrade.preserveValues).
+		up.ResetValues, up.ReuseValues = !o.PreserveValues, o.PreserveValues
 		up.Labels = map[string]string{LabelDigest: p.digest}
+		if !o.PostRender.isZero() {
+			up.PostRenderer = o.PostRender
+		}
 		r, err := up.Run(s.rel.Name, p.chart, p.values)
 		out, _ = r.(*releasev1.Release)
 		if errors.Is(err, errNoDeployed) {

@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/fluxcd/pkg/ssa/jsondiff"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
+
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/cozystack/cozy-aio/apply"
 )
 
 // DriftMode says what Reconcile does about drift of a deployed release.
@@ -54,6 +59,10 @@ func (o DriftedObject) String() string {
 type DriftOptions struct {
 	// Correct re-applies the drifted objects. Default: report only.
 	Correct bool
+	// Ignore lists JSON pointers, per object selector, that are neither
+	// compared nor corrected (spec.driftDetection.ignore): a correction
+	// keeps their live values. Default: none.
+	Ignore []jsondiff.IgnoreRule
 }
 
 // Drift compares the objects of the deployed release with its manifest by
@@ -67,11 +76,15 @@ func (m *Manager) Drift(ctx context.Context, rel Release, o DriftOptions) ([]Dri
 		if err != nil {
 			return nil, wrap(rel, ActionCorrectDrift, err)
 		}
-		return s.drift(o.Correct)
+		return s.drift(o.Correct, o.Ignore)
 	})
 }
 
-func (s *session) drift(correct bool) ([]DriftedObject, error) {
+func (s *session) drift(correct bool, ignore []jsondiff.IgnoreRule) ([]DriftedObject, error) {
+	rules, err := jsondiff.CompileIgnoreRules(ignore)
+	if err != nil {
+		return nil, wrap(s.rel, ActionCorrectDrift, fmt.Errorf("driftDetection.ignore: %w", err))
+	}
 	h, err := s.history()
 	if err != nil {
 		return nil, wrap(s.rel, ActionCorrectDrift, err)
@@ -88,12 +101,23 @@ func (s *session) drift(correct bool) ([]DriftedObject, error) {
 	var fix kube.ResourceList
 	for _, info := range infos {
 		setHelmMetadata(info, d.Name, d.Namespace)
-		obj, err := driftOf(info)
+		u, _ := info.Object.(*unstructured.Unstructured)
+		if u != nil && ssautils.AnyInMetadata(u, driftExclusion) {
+			continue
+		}
+		paths := apply.IgnoredPaths(rules, u)
+		obj, live, err := driftOf(info, paths)
 		if err != nil {
 			return drifted, wrap(s.rel, ActionCorrectDrift, err)
 		}
+		if live != nil && ssautils.AnyInMetadata(live, driftExclusion) {
+			continue
+		}
 		if obj != nil {
 			drifted = append(drifted, *obj)
+			if err := apply.KeepLiveValues(u, live, paths); err != nil {
+				return drifted, wrap(s.rel, ActionCorrectDrift, err)
+			}
 			fix = append(fix, info)
 		}
 	}
@@ -111,26 +135,45 @@ func (s *session) drift(correct bool) ([]DriftedObject, error) {
 	return drifted, err
 }
 
-// driftOf returns the drifted object, or nil when info is as applied.
-func driftOf(info *resource.Info) (*DriftedObject, error) {
+// driftOf returns the drifted object, or nil when info is as applied,
+// leaving out the ignored paths, and the live object when it exists.
+func driftOf(info *resource.Info, ignored []string) (*DriftedObject, *unstructured.Unstructured, error) {
 	obj := &DriftedObject{Kind: info.Mapping.GroupVersionKind.Kind, Namespace: info.Namespace, Name: info.Name}
-	live, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+	got, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
 	if apierrors.IsNotFound(err) {
 		obj.Missing = true
-		return obj, nil
+		return obj, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("getting %s: %w", obj, err)
+		return nil, nil, fmt.Errorf("getting %s: %w", obj, err)
 	}
+	live := &unstructured.Unstructured{Object: comparable(got)}
 	dry, err := ssa(info, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if reflect.DeepEqual(comparable(live), comparable(dry)) {
-		return nil, nil
+	want := &unstructured.Unstructured{Object: comparable(dry)}
+	if len(ignored) > 0 {
+		a, b := live.DeepCopy(), want
+		for _, u := range []*unstructured.Unstructured{a, b} {
+			if err := jsondiff.ApplyPatchToUnstructured(u, jsondiff.GenerateRemovePatch(ignored...)); err != nil {
+				return nil, nil, fmt.Errorf("%s: driftDetection.ignore: %w", obj, err)
+			}
+		}
+		if reflect.DeepEqual(a.Object, b.Object) {
+			return nil, live, nil
+		}
+		return obj, live, nil
 	}
-	return obj, nil
+	if reflect.DeepEqual(live.Object, want.Object) {
+		return nil, live, nil
+	}
+	return obj, live, nil
 }
+
+// driftExclusion is helm-controller's opt-out of drift detection, on the
+// manifest or the live object.
+var driftExclusion = map[string]string{"helm.toolkit.fluxcd.io/driftDetection": "disabled"}
 
 // ssa server-side-applies info with force-conflicts.
 func ssa(info *resource.Info, dryRun bool) (runtime.Object, error) {

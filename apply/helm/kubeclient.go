@@ -22,6 +22,8 @@ type kubeClient struct {
 	// and Pods on every event (nine requests per release in the demo).
 	ctx    context.Context
 	health *health.Waiter
+	// checker, when set, decides statuses with CEL expressions.
+	checker *health.Checker
 	// stopped, when set, is the refusal that stopped the session's writes
 	// of release records (see recordFence).
 	stopped func() error
@@ -69,7 +71,15 @@ func (k kubeClient) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.Wait
 func (k kubeClient) wrap(ws kube.WaitStrategy, w kube.Waiter) kube.Waiter {
 	r := readyWhenApplied{Waiter: w}
 	if ws == kube.StatusWatcherStrategy && k.health != nil {
-		r.ctx, r.health = k.ctx, k.health
+		r.ctx, r.health, r.checker = k.ctx, k.health, k.checker
 	}
 	return r
+}
+
+// useChecker makes the session's waits decide statuses with c.
+func (s *session) useChecker(c *health.Checker) {
+	if kc, ok := s.cfg.KubeClient.(kubeClient); ok && c != nil {
+		kc.checker = c
+		s.cfg.KubeClient = kc
+	}
 }

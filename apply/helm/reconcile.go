@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa/jsondiff"
+
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 )
 
@@ -25,6 +27,13 @@ type ReconcileOptions struct {
 	// Force replaces objects that cannot be patched on upgrade.
 	// Default: false.
 	Force bool
+	// PreserveValues makes an upgrade reuse the values of the last
+	// release, merged under Spec.Values (Helm's --reuse-values). Default:
+	// false, the values are Spec.Values alone.
+	PreserveValues bool
+	// Rollback, when set, are the settings of the rollbacks that remedy a
+	// failure (spec.rollback). Default: the timeout, wait and hooks of Spec.
+	Rollback *RollbackOptions
 	// Install is the failure policy of installs.
 	Install Remediation
 	// Upgrade is the failure policy of upgrades.
@@ -37,6 +46,9 @@ type ReconcileOptions struct {
 	// that the caller can say what is running. It runs on the caller's
 	// goroutine and must not block. Default: nil.
 	Starting func(a Action, timeout time.Duration)
+	// DriftIgnore are the JSON pointers drift detection leaves alone
+	// (see DriftOptions.Ignore). Default: none.
+	DriftIgnore []jsondiff.IgnoreRule
 }
 
 // Outcome is what Reconcile did and what should follow.
@@ -71,6 +83,7 @@ func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions
 		if err != nil {
 			return out, wrap(rel, ActionNone, err)
 		}
+		s.useChecker(o.HealthChecker)
 		err = s.reconcile(o, &out)
 		out.Release = resultOf(ActionNone, s.latest())
 		return out, err
@@ -85,7 +98,7 @@ func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions
 }
 
 func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
-	steps, err := s.recoverPending(remedyOptions(o.Spec))
+	steps, err := s.recoverPending(o.remedy())
 	out.Steps = append(out.Steps, steps...)
 	if err != nil {
 		return err
@@ -110,20 +123,20 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == p.digest:
 		out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
 		out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
-		return s.reconcileDrift(o.Drift, out)
+		return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
 	}
 	now := s.m.opts.Now()
 	if ok, next := Admit(out.State, a, pol, now); !ok {
 		out.Next = next
 		return nil
 	}
-	o.starting(a)
+	o.starting(a, o.timeout())
 	var res Result
 	if a == ActionInstall {
 		r, ierr := s.install(InstallOptions{Spec: o.Spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
 		res, err = resultOf(a, r), ierr
 	} else {
-		r, uerr := s.upgrade(UpgradeOptions{Spec: o.Spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force}, p)
+		r, uerr := s.upgrade(UpgradeOptions{Spec: o.Spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues}, p)
 		res, err = resultOf(a, r), uerr
 	}
 	out.Steps = append(out.Steps, res)
@@ -150,26 +163,40 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	if statusOf(h.latest()) != rcommon.StatusFailed {
 		return err // the failure stored no revision: nothing to remedy
 	}
-	o.starting(plan.Remedy)
-	r, ra, rerr := s.remedy(h, plan.Remedy, remedyOptions(o.Spec))
+	ro := o.remedy()
+	o.starting(plan.Remedy, timeoutOr(ro.Timeout))
+	r, ra, rerr := s.remedy(h, plan.Remedy, ro)
 	out.Steps = append(out.Steps, resultOf(ra, r))
 	return errors.Join(err, rerr)
 }
 
-func (o ReconcileOptions) starting(a Action) {
+func (o ReconcileOptions) starting(a Action, timeout time.Duration) {
 	if o.Starting != nil {
-		o.Starting(a, o.timeout())
+		o.Starting(a, timeout)
 	}
 }
 
-func (s *session) reconcileDrift(mode DriftMode, out *Outcome) error {
+func (s *session) reconcileDrift(mode DriftMode, ignore []jsondiff.IgnoreRule, out *Outcome) error {
 	if mode == DriftDisabled {
 		return nil
 	}
-	d, err := s.drift(mode == DriftCorrect)
+	d, err := s.drift(mode == DriftCorrect, ignore)
 	out.Drift = d
 	if mode == DriftCorrect && len(d) > 0 && err == nil {
 		out.Steps = append(out.Steps, Result{Action: ActionCorrectDrift, Revision: out.Release.Revision})
 	}
 	return err
+}
+
+// remedy returns the settings of a remedying rollback.
+func (o ReconcileOptions) remedy() RollbackOptions {
+	r := remedyOptions(o.Spec)
+	if o.Rollback == nil {
+		return r
+	}
+	rb := *o.Rollback
+	if rb.MaxHistory == 0 {
+		rb.MaxHistory = r.MaxHistory
+	}
+	return rb
 }

@@ -61,7 +61,10 @@ func sha256Hex(b []byte) string {
 
 // specDigest identifies what a release is asked to be: the chart archive
 // and the merged values. It is short enough for a label value.
-func specDigest(chartDigest string, values map[string]any) string {
+func specDigest(chartDigest string, values map[string]any, postRender string) string {
 	b, _ := json.Marshal(values) // map keys are sorted: stable
+	if postRender != "" {
+		b = append(append(b, '\n'), postRender...)
+	}
 	return sha256Hex(append([]byte(chartDigest+"\n"), b...))[:40]
 }

@@ -22,8 +22,9 @@ import (
 // unchanged.
 type readyWhenApplied struct {
 	kube.Waiter
-	ctx    context.Context
-	health *health.Waiter
+	ctx     context.Context
+	health  *health.Waiter
+	checker *health.Checker
 }
 
 func (w readyWhenApplied) Wait(rl kube.ResourceList, timeout time.Duration) error {
@@ -75,7 +76,7 @@ func (w readyWhenApplied) wait(rl kube.ResourceList, timeout time.Duration, jobs
 	if timeout <= 0 {
 		timeout = kube.DefaultStatusWatcherTimeout
 	}
-	report, err := w.health.Wait(w.ctx, refs, health.WaitOptions{Timeout: timeout})
+	report, err := w.health.Wait(w.ctx, refs, health.WaitOptions{Timeout: timeout, Checker: w.checker})
 	if err == nil {
 		return nil
 	}

@@ -3,7 +3,7 @@
 // with controller-gen (go generate), so they match what Flux installs.
 package crds
 
-//go:generate sh -c "cd ../../hack/tools && go tool controller-gen crd:crdVersions=v1 paths=github.com/fluxcd/source-controller/api/v1 paths=github.com/fluxcd/kustomize-controller/api/v1 paths=github.com/fluxcd/helm-controller/api/v2 paths=github.com/fluxcd/source-watcher/api/v2/v1beta1 output:crd:dir=$PWD && cd $PWD && rm -f source.toolkit.fluxcd.io_buckets.yaml"
+//go:generate sh -c "cd ../../hack/tools && go tool controller-gen crd:crdVersions=v1 paths=github.com/fluxcd/source-controller/api/v1 paths=github.com/fluxcd/kustomize-controller/api/v1 paths=github.com/fluxcd/helm-controller/api/v2 paths=github.com/fluxcd/source-watcher/api/v2/v1beta1 paths=github.com/fluxcd/notification-controller/api/v1 paths=github.com/fluxcd/notification-controller/api/v1beta3 output:crd:dir=$PWD"
 
 import (
 	"embed"

@@ -22,18 +22,22 @@ func TestAllCoversTheReconciledKinds(t *testing.T) {
 	for _, want := range []string{
 		"source.toolkit.fluxcd.io/v1/GitRepository",
 		"source.toolkit.fluxcd.io/v1/OCIRepository",
+		"source.toolkit.fluxcd.io/v1/Bucket",
 		"source.toolkit.fluxcd.io/v1/ExternalArtifact",
 		"source.toolkit.fluxcd.io/v1/HelmRepository",
 		"source.toolkit.fluxcd.io/v1/HelmChart",
 		"source.extensions.fluxcd.io/v1beta1/ArtifactGenerator",
 		"kustomize.toolkit.fluxcd.io/v1/Kustomization",
 		"helm.toolkit.fluxcd.io/v2/HelmRelease",
+		"notification.toolkit.fluxcd.io/v1beta3/Provider",
+		"notification.toolkit.fluxcd.io/v1beta3/Alert",
+		"notification.toolkit.fluxcd.io/v1/Receiver",
 	} {
 		if !got[want] {
 			t.Errorf("missing CRD storage version %s (have %v)", want, got)
 		}
 	}
-	if len(all) != 8 {
-		t.Errorf("want 8 CRDs, got %d", len(all))
+	if len(all) != 12 {
+		t.Errorf("want 12 CRDs, got %d", len(all))
 	}
 }

@@ -9,6 +9,7 @@ tool sigs.k8s.io/controller-tools/cmd/controller-gen
 require (
 	github.com/fluxcd/helm-controller/api v1.6.5
 	github.com/fluxcd/kustomize-controller/api v1.9.6
+	github.com/fluxcd/notification-controller/api v1.9.4
 	github.com/fluxcd/source-controller/api v1.9.6
 	github.com/fluxcd/source-watcher/api/v2 v2.2.4
 )

@@ -13,7 +13,7 @@ import (
 
 // leaderStatusKinds are the resources whose status only the leader writes.
 var leaderStatusKinds = map[string]bool{
-	"gitrepositories": true, "ocirepositories": true, "kustomizations": true,
+	"gitrepositories": true, "ocirepositories": true, "buckets": true, "kustomizations": true,
 	"artifactgenerators": true, "externalartifacts": true, "helmrepositories": true, "helmcharts": true,
 }
 

@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/cel"
+	celtypes "github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/health"
+)
+
+// specDependsOn returns spec.dependsOn of the kinds whose dependencies may
+// carry a readyExpr, and the kind they name.
+func specDependsOn(obj client.Object) (string, []meta.DependencyReference) {
+	switch o := obj.(type) {
+	case *kustomizev1.Kustomization:
+		return kustomizev1.KustomizationKind, o.Spec.DependsOn
+	case *helmv2.HelmRelease:
+		return helmv2.HelmReleaseKind, o.Spec.DependsOn
+	}
+	return "", nil
+}
+
+// readyExprOf returns the readyExpr obj's spec.dependsOn gives for d, or "".
+func readyExprOf(obj client.Object, d nodeRef) string {
+	kind, deps := specDependsOn(obj)
+	if kind != d.Kind {
+		return ""
+	}
+	for _, dep := range deps {
+		ns := dep.Namespace
+		if ns == "" {
+			ns = obj.GetNamespace()
+		}
+		if dep.Name == d.Name && ns == d.Namespace {
+			return dep.ReadyExpr
+		}
+	}
+	return ""
+}
+
+// compileReadyExpr compiles a dependsOn[].readyExpr as Flux does: a CEL
+// expression over self (the dependent) and dep (the dependency) that
+// returns a bool.
+func compileReadyExpr(expr string) (*cel.Expression, error) {
+	return cel.NewExpression(expr, cel.WithCompile(), cel.WithOutputType(celtypes.BoolType), cel.WithStructVariables("self", "dep"))
+}
+
+// checkExpressions compiles every readyExpr of obj's spec.dependsOn and,
+// for a HelmRelease, its healthCheckExprs; the error names the field, the
+// expression and the position.
+func checkExpressions(obj client.Object) error {
+	if hr, ok := obj.(*helmv2.HelmRelease); ok {
+		if _, err := healthChecker(hr.Spec.HealthCheckExprs); err != nil {
+			return fmt.Errorf("spec.healthCheckExprs: %w", err)
+		}
+	}
+	_, deps := specDependsOn(obj)
+	for i, dep := range deps {
+		if dep.ReadyExpr == "" {
+			continue
+		}
+		if _, err := compileReadyExpr(dep.ReadyExpr); err != nil {
+			return fmt.Errorf("spec.dependsOn[%d] (%s).readyExpr: %w", i, dep.Name, err)
+		}
+	}
+	return nil
+}
+
+// dependencyReadyFor decides whether d is ready for obj: by the readyExpr
+// obj gives for d, which replaces the built-in Ready check as in Flux, or
+// else by dependencyReady.
+func (e *Engine) dependencyReadyFor(ctx context.Context, obj client.Object, d nodeRef) (bool, string) {
+	expr := readyExprOf(obj, d)
+	if expr == "" {
+		return e.dependencyReady(ctx, d)
+	}
+	newObj, ok := e.newObject[d.Kind]
+	if !ok {
+		return false, "kind not reconciled by this engine"
+	}
+	dep := newObj()
+	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Name}, dep); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return false, "not found"
+		}
+		return false, err.Error()
+	}
+	prog, err := compileReadyExpr(expr)
+	if err != nil {
+		return false, err.Error()
+	}
+	selfMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return false, err.Error()
+	}
+	depMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dep)
+	if err != nil {
+		return false, err.Error()
+	}
+	ready, err := prog.EvaluateBoolean(ctx, map[string]any{"self": selfMap, "dep": depMap})
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case !ready:
+		return false, fmt.Sprintf("not ready according to readyExpr '%s'", expr)
+	}
+	return true, ""
+}
+
+// healthChecker compiles healthCheckExprs; nil when there are none.
+func healthChecker(exprs []kustomize.CustomHealthCheck) (*health.Checker, error) {
+	if len(exprs) == 0 {
+		return nil, nil
+	}
+	hx := make([]health.Expr, len(exprs))
+	for i, x := range exprs {
+		hx[i] = health.Expr{APIVersion: x.APIVersion, Kind: x.Kind, Current: x.Current, InProgress: x.InProgress, Failed: x.Failed}
+	}
+	return health.NewChecker(hx)
+}

@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/bucket"
+)
+
+type bucketReconciler struct{ e *Engine }
+
+func (r *bucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &sourcev1.Bucket{}
+	return r.e.reconcileSource(ctx, req, sourcev1.BucketKind, obj,
+		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func() bool { return obj.Spec.Suspend },
+		func(gen int64, handled string) {
+			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
+		})
+}
+
+func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, sobj source.Object) outcome {
+	e := r.e
+	provider := obj.Spec.Provider
+	if err := unsupported(sourcev1.BucketKind,
+		fieldCheck{fmt.Sprintf("spec.provider (%s)", provider), provider != "" && provider != sourcev1.BucketProviderGeneric},
+		fieldCheck{"spec.sts", obj.Spec.STS != nil},
+		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	); err != nil {
+		return stalled(UnsupportedFieldReason, fmt.Errorf("%s/%s/%s: %w", sourcev1.BucketKind, obj.Namespace, obj.Name, err))
+	}
+	opts, err := r.options(ctx, obj)
+	if err != nil {
+		return failed(sourcev1.AuthenticationFailedReason, err)
+	}
+	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
+		opts.LastRevision = a.Revision
+		opts.Reuse = fromMetaArtifact(a)
+	}
+	res, err := bucket.Fetch(ctx, e.store, sobj, obj.Spec.BucketName, opts)
+	if err != nil {
+		return failed(sourcev1.BucketOperationFailedReason, err)
+	}
+	if res.Unchanged {
+		return succeeded("stored artifact: revision '%s'", obj.Status.Artifact.Revision)
+	}
+	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.URL = res.Artifact.URL
+	obj.Status.ObservedIgnore = obj.Spec.Ignore
+	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
+		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+	}
+	return succeeded("stored artifact: revision '%s'", res.Artifact.Revision)
+}
+
+// options maps the Bucket's spec and Secrets to the fetch options, with
+// Flux's Secret keys: accesskey and secretkey (secretRef), ca.crt, tls.crt
+// and tls.key (certSecretRef), address, username and password
+// (proxySecretRef).
+func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (bucket.Options, error) {
+	ref := fmt.Sprintf("%s/%s/%s", sourcev1.BucketKind, obj.Namespace, obj.Name)
+	opts := bucket.Options{
+		Server: bucket.Server{Endpoint: obj.Spec.Endpoint, Insecure: obj.Spec.Insecure, Region: obj.Spec.Region},
+		Prefix: obj.Spec.Prefix, Timeout: durationOr(obj.Spec.Timeout, 60*time.Second),
+		Ignore: bucketIgnore(obj.Spec.Ignore),
+	}
+	if obj.Spec.SecretRef != nil {
+		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		ak, okA := s.Data["accesskey"]
+		sk, okS := s.Data["secretkey"]
+		if !okA || !okS {
+			return opts, fmt.Errorf("%s: invalid '%s' secret data: required fields 'accesskey' and 'secretkey'", ref, s.Name)
+		}
+		opts.AccessKey, opts.SecretKey = string(ak), string(sk)
+	}
+	if obj.Spec.CertSecretRef != nil {
+		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+			return opts, fmt.Errorf("%s: %w", ref, err)
+		}
+	}
+	if obj.Spec.ProxySecretRef != nil {
+		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
+		if err != nil {
+			return opts, err
+		}
+		if opts.ProxyURL, err = proxyURL(s); err != nil {
+			return opts, fmt.Errorf("%s: %w", ref, err)
+		}
+	}
+	return opts, nil
+}
+
+// bucketIgnore passes spec.ignore line by line, untouched: Flux reads it
+// with its sourceignore package, which the bucket package uses too.
+func bucketIgnore(s *string) []string {
+	if s == nil {
+		return nil
+	}
+	return strings.Split(*s, "\n")
+}
+
+// rebuildBucket downloads the bucket with the reconciler's options and the
+// ignore rules the artifact was built with. A bucket keeps no history: the
+// rebuild succeeds only while the bucket still lists to revision, and
+// otherwise fails until the leader records the new revision.
+func (e *Engine) rebuildBucket(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.Bucket, revision string) (source.Artifact, error) {
+	opts, err := (&bucketReconciler{e: e}).options(ctx, obj)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	opts.Ignore = bucketIgnore(obj.Status.ObservedIgnore)
+	release, err := e.materializer.slot(ctx)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer release()
+	res, err := bucket.FetchRevision(ctx, staging, sobj, obj.Spec.BucketName, revision, opts)
+	return res.Artifact, err
+}
