@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// chartFailureRetry is how soon a release whose HelmChart failed before
+// it had any artifact looks at it again.
+const chartFailureRetry = 15 * time.Second
 
 // chartSourceOf returns the source a HelmRelease installs from: its
 // chartRef, or for spec.chart the HelmChart the engine keeps for it,
@@ -145,6 +151,13 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 		return pending, false
 	case have.Status.ObservedGeneration != have.Generation:
 		return pending, false
+	case have.Status.Artifact == nil:
+		// Say why the chart is missing: the HelmChart's own failure. Its
+		// readiness wakes the release when it turns Ready; a failure that
+		// only changes its cause does not, hence the retry.
+		if c := conditions.Get(have, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
+			return waiting(meta.ArtifactFailedReason, fmt.Sprintf("HelmChart '%s/%s' is not ready: %s", want.Namespace, want.Name, c.Message), chartFailureRetry), false
+		}
 	}
 	return outcome{}, true
 }

@@ -469,6 +469,8 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 	ociDown := helmRepository(ns, "oci-unreachable", "oci://127.0.0.1:1/charts")
 	ociDown.Spec.Type, ociDown.Spec.Insecure, ociDown.Spec.Timeout = sourcev1.HelmRepositoryTypeOCI, true, &metav1.Duration{Duration: 5 * time.Second}
 	repos["oci-unreachable"] = ociDown
+	// A release whose chart cannot be found says so, naming the HelmChart.
+	missing := chartRelease(ns, "missing-chart", "good", "9.x")
 	charts := map[string]*sourcev1.HelmChart{
 		"good":         helmChart(ns, "good", "good", "demo", "1.x"),
 		"no-match":     helmChart(ns, "no-match", "good", "demo", ">=5.0.0"),
@@ -488,6 +490,7 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 	for _, c := range charts {
 		create(t, c)
 	}
+	create(t, missing)
 
 	for _, name := range []string{"good", "tls-trusted", "pointer", "pointer-pass", "liar"} {
 		waitFor(t, repos[name], readyIs(repos[name], true), "Ready=True")
@@ -514,6 +517,7 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 		{charts["other-host"], []string{"HelmChart/" + ns + "/other-host", "401 Unauthorized", "passCredentials"}},
 		{charts["not-a-chart"], []string{"HelmChart/" + ns + "/not-a-chart", "invalid chart archive"}},
 		{charts["impostor"], []string{"HelmChart/" + ns + "/impostor", `Chart.yaml names chart "impostor", want "demo"`}},
+		{missing, []string{"HelmChart '" + ns + "/" + ns + "-missing-chart' is not ready", `no version matches "9.x" (newest available: 1.0.0)`}},
 	} {
 		waitFor(t, tc.obj, func() bool {
 			return readyIs(tc.obj, false)() && containsAll(conditions.GetMessage(tc.obj, meta.ReadyCondition), tc.says)
