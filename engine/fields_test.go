@@ -70,7 +70,7 @@ var specFields = map[string]specFieldPolicy{
 	sourcev1.OCIRepositoryKind: {
 		spec: reflect.TypeFor[sourcev1.OCIRepositorySpec](),
 		honoured: []string{
-			"url", "interval", "timeout", "ref.tag", "ref.semver", "ref.digest", "layerSelector", "secretRef",
+			"url", "interval", "timeout", "ref.tag", "ref.semver", "ref.semverFilter", "ref.digest", "layerSelector", "secretRef",
 			"certSecretRef", "proxySecretRef", "insecure", "ignore", "suspend", "provider",
 		},
 		check: func(spec reflect.Value) error {

@@ -62,7 +62,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 	ref := fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name)
 	opts := oci.Options{Registry: oci.Registry{PlainHTTP: obj.Spec.Insecure}, Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}
 	if rf := obj.Spec.Reference; rf != nil {
-		opts.Ref = oci.Ref{Tag: rf.Tag, SemVer: rf.SemVer, Digest: rf.Digest}
+		opts.Ref = oci.Ref{Tag: rf.Tag, SemVer: rf.SemVer, SemVerFilter: rf.SemverFilter, Digest: rf.Digest}
 	}
 	if ls := obj.Spec.LayerSelector; ls != nil {
 		opts.Layer = oci.LayerSelector{MediaType: ls.MediaType, Operation: oci.Operation(ls.Operation)}
@@ -107,6 +107,5 @@ func ociRepositoryUnsupported(obj *sourcev1.OCIRepository) error {
 		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
 		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
 		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
-		fieldCheck{"spec.ref.semverFilter", obj.Spec.Reference != nil && obj.Spec.Reference.SemverFilter != ""},
 	)
 }

@@ -86,6 +86,7 @@ func TestFetchRefKinds(t *testing.T) {
 		{"default latest", oci.Ref{}, "latest@", "version: latest\n"},
 		{"semver", oci.Ref{SemVer: ">=1.0.0 <2.0.0"}, "v1.1.0@" + f.v110.Digest.String(), "version: 1.1.0\n"},
 		{"semver wins over tag", oci.Ref{SemVer: "2.x", Tag: "v1.0.0"}, "v2.0.0@" + f.v200.Digest.String(), "version: 2.0.0\n"},
+		{"semver filter", oci.Ref{SemVer: "*", SemVerFilter: `^v1\.`}, "v1.1.0@" + f.v110.Digest.String(), "version: 1.1.0\n"},
 		{"digest", oci.Ref{Digest: f.v110.Digest.String(), Tag: "v2.0.0"}, f.v110.Digest.String(), "version: 1.1.0\n"},
 	}
 	for _, tc := range cases {
@@ -189,6 +190,8 @@ func TestFetchErrors(t *testing.T) {
 		{"malformed digest", f.url, with(f.opts, oci.Ref{Digest: "sha256:xyz"}), source.ErrRefNotFound},
 		{"missing repository", "oci://" + f.reg.Host() + "/nope", with(f.opts, oci.Ref{Tag: "v1"}), source.ErrRefNotFound},
 		{"empty semver match", f.url, with(f.opts, oci.Ref{SemVer: ">=3.0.0"}), source.ErrNoSemverMatch},
+		{"semver filter excludes every match", f.url, with(f.opts, oci.Ref{SemVer: "*", SemVerFilter: "-rc"}), source.ErrNoSemverMatch},
+		{"semver filter not a regular expression", f.url, with(f.opts, oci.Ref{SemVer: "*", SemVerFilter: "["}), source.ErrNoSemverMatch},
 		{"unreachable host", "oci://127.0.0.1:1/manifests", with(f.opts, oci.Ref{Tag: "v1"}), source.ErrUnreachable},
 		{"https to a plain HTTP registry", f.url, oci.Options{Registry: oci.Registry{DockerConfigJSON: f.opts.DockerConfigJSON}}, source.ErrUnreachable},
 		{"tar-slip layer", "oci://" + f.reg.Host() + "/evil", with(f.opts, oci.Ref{Tag: "v1"}), source.ErrPathTraversal},

@@ -15,6 +15,10 @@ type Ref struct {
 	// SemVer is a range over the tags; the highest matching tag wins.
 	// Tags with "_" in place of "+" (as Helm pushes them) are understood.
 	SemVer string
+	// SemVerFilter, with SemVer, is a regular expression that a tag must
+	// match to be considered, as Flux's ref.semverFilter. Default: every
+	// tag.
+	SemVerFilter string
 	// Digest pins the manifest, "sha256:<hex>".
 	Digest string
 }

@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -52,7 +53,7 @@ func resolve(ctx context.Context, repo *remote.Repository, repoURL string, ref R
 		}
 		return Revision{Digest: d.String(), String: d.String()}, nil
 	case ref.SemVer != "":
-		t, err := latestSemver(ctx, repo, repoURL, ref.SemVer)
+		t, err := latestSemver(ctx, repo, repoURL, ref.SemVer, ref.SemVerFilter)
 		if err != nil {
 			return Revision{}, err
 		}
@@ -85,10 +86,16 @@ func parseRevision(s string) (Revision, error) {
 	return Revision{Tag: tag, Digest: d.String(), String: s}, nil
 }
 
-func latestSemver(ctx context.Context, repo *remote.Repository, repoURL, rng string) (string, error) {
+func latestSemver(ctx context.Context, repo *remote.Repository, repoURL, rng, filter string) (string, error) {
 	c, err := semver.NewConstraint(rng)
 	if err != nil {
 		return "", fmt.Errorf("oci %s: %w: semver range %q: %w", repoURL, source.ErrNoSemverMatch, rng, err)
+	}
+	var re *regexp.Regexp
+	if filter != "" {
+		if re, err = regexp.Compile(filter); err != nil {
+			return "", fmt.Errorf("oci %s: %w: semver filter %q: %w", repoURL, source.ErrNoSemverMatch, filter, err)
+		}
 	}
 	var tags []string
 	err = repo.Tags(ctx, "", func(page []string) error {
@@ -102,6 +109,9 @@ func latestSemver(ctx context.Context, repo *remote.Repository, repoURL, rng str
 	var best *semver.Version
 	var bestTag string
 	for _, t := range tags {
+		if re != nil && !re.MatchString(t) {
+			continue
+		}
 		v, err := semver.NewVersion(strings.ReplaceAll(t, "_", "+"))
 		if err != nil || !c.Check(v) {
 			continue
@@ -111,6 +121,9 @@ func latestSemver(ctx context.Context, repo *remote.Repository, repoURL, rng str
 		}
 	}
 	if best == nil {
+		if filter != "" {
+			return "", fmt.Errorf("oci %s: %w: %q with filter %q", repoURL, source.ErrNoSemverMatch, rng, filter)
+		}
 		return "", fmt.Errorf("oci %s: %w: %q", repoURL, source.ErrNoSemverMatch, rng)
 	}
 	return bestTag, nil
