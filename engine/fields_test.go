@@ -61,7 +61,7 @@ var specFields = map[string]specFieldPolicy{
 	sourcev1.GitRepositoryKind: {
 		spec: reflect.TypeFor[sourcev1.GitRepositorySpec](),
 		honoured: []string{
-			"url", "interval", "timeout", "ref", "secretRef", "proxySecretRef", "ignore", "suspend", "provider",
+			"url", "interval", "timeout", "ref", "secretRef", "proxySecretRef", "ignore", "sparseCheckout", "suspend", "provider",
 		},
 		check: func(spec reflect.Value) error {
 			return gitRepositoryUnsupported(&sourcev1.GitRepository{Spec: spec.Interface().(sourcev1.GitRepositorySpec)})

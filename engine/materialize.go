@@ -189,6 +189,7 @@ func (e *Engine) rebuildGit(ctx context.Context, staging *source.Store, sobj sou
 		return source.Artifact{}, err
 	}
 	opts.Ignore = observedIgnore(obj.Status.ObservedIgnore)
+	opts.SparseCheckout = obj.Status.ObservedSparseCheckout
 	release, err := e.materializer.slot(ctx)
 	if err != nil {
 		return source.Artifact{}, err

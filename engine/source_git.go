@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -34,7 +35,10 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	if err != nil {
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
+		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout) {
+		// The artifact was built with the rules the spec asks for: an
+		// unchanged revision needs no fetch.
 		opts.LastRevision = a.Revision
 	}
 	res, err := git.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
@@ -46,6 +50,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	}
 	obj.Status.Artifact = toMetaArtifact(res.Artifact)
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
+	obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
 		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
@@ -61,6 +66,7 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 	if obj.Spec.Ignore != nil {
 		opts.Ignore = splitLines(*obj.Spec.Ignore)
 	}
+	opts.SparseCheckout = obj.Spec.SparseCheckout
 	if obj.Spec.SecretRef != nil {
 		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
 		if err != nil {
@@ -95,8 +101,12 @@ func gitRepositoryUnsupported(obj *sourcev1.GitRepository) error {
 		fieldCheck{"spec.verify", obj.Spec.Verification != nil},
 		fieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
 		fieldCheck{"spec.include", len(obj.Spec.Include) > 0},
-		fieldCheck{"spec.sparseCheckout", len(obj.Spec.SparseCheckout) > 0},
 		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
 		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
 	)
+}
+
+// equalPtr reports whether two optional values are both unset or equal.
+func equalPtr[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }

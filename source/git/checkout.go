@@ -73,10 +73,10 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 			commit = tag.Target.String()
 		}
 	}
-	return revision(want.Ref, commit, opts.Ref), checkoutCommit(ctx, repoURL, repo, commit)
+	return revision(want.Ref, commit, opts.Ref), checkoutCommit(ctx, repoURL, repo, commit, opts.sparse())
 }
 
-func checkoutCommit(ctx context.Context, repoURL string, repo *gogit.Repository, commit string) error {
+func checkoutCommit(ctx context.Context, repoURL string, repo *gogit.Repository, commit string, sparse []string) error {
 	h := plumbing.NewHash(commit)
 	if _, err := repo.CommitObject(h); err != nil {
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
@@ -88,7 +88,7 @@ func checkoutCommit(ctx context.Context, repoURL string, repo *gogit.Repository,
 	if err != nil {
 		return err
 	}
-	if err := w.Checkout(&gogit.CheckoutOptions{Hash: h, Force: true}); err != nil {
+	if err := w.Checkout(&gogit.CheckoutOptions{Hash: h, Force: true, SparseCheckoutDirectories: sparse}); err != nil {
 		return classify(ctx, repoURL, err)
 	}
 	return nil

@@ -364,3 +364,43 @@ func TestFetchRevisionFindsCommitsNoRefPointsAt(t *testing.T) {
 		}
 	}
 }
+
+func TestFetchSparseCheckout(t *testing.T) {
+	srv, err := testenv.StartGitServer(testenv.GitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	repo, _ := srv.Repo("mono.git")
+	sha, err := repo.Commit("main", map[string]string{
+		"apps/a.yaml": "a\n", "apps/nested/b.yaml": "b\n", "infra/c.yaml": "c\n", "root.yaml": "r\n",
+	}, "init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	obj := source.Object{Kind: "GitRepository", Namespace: "ns", Name: "mono"}
+	opts := git.Options{Ref: git.Ref{Branch: "main"}, SparseCheckout: []string{"./apps"}}
+	res, err := git.Fetch(context.Background(), st, obj, repo.URL(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fileOf(t, st, res.Artifact, "apps/a.yaml") != "a\n" || fileOf(t, st, res.Artifact, "apps/nested/b.yaml") != "b\n" {
+		t.Fatal("the sparse directory is missing from the artifact")
+	}
+	if fileOf(t, st, res.Artifact, "infra/c.yaml") != "" || fileOf(t, st, res.Artifact, "root.yaml") != "" {
+		t.Fatal("files outside the sparse directories were archived")
+	}
+	if res.Artifact.Revision != "main@sha1:"+sha {
+		t.Fatalf("revision %q", res.Artifact.Revision)
+	}
+	// A standby rebuilds the same artifact from the revision.
+	fresh, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	got, err := git.FetchRevision(context.Background(), fresh, obj, repo.URL(), res.Artifact.Revision, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Artifact.Digest != res.Artifact.Digest {
+		t.Fatalf("rebuilt digest %s, want %s", got.Artifact.Digest, res.Artifact.Digest)
+	}
+}

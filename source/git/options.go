@@ -1,6 +1,8 @@
 package git
 
 import (
+	"path"
+	"strings"
 	"time"
 )
 
@@ -65,6 +67,22 @@ type Options struct {
 	// Ignore holds extra .gitignore-syntax patterns for the archive, on top
 	// of .sourceignore files and the VCS defaults. Default: none.
 	Ignore []string
+	// SparseCheckout lists the directories to check out, as Flux's
+	// spec.sparseCheckout: the artifact holds only them. Default: the
+	// whole tree.
+	SparseCheckout []string
+}
+
+// sparse returns the sparse-checkout directories as clean relative paths.
+func (o Options) sparse() []string {
+	if len(o.SparseCheckout) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(o.SparseCheckout))
+	for _, d := range o.SparseCheckout {
+		out = append(out, strings.TrimPrefix(path.Clean("/"+d), "/"))
+	}
+	return out
 }
 
 func (o Options) timeout() time.Duration {
