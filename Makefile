@@ -92,6 +92,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./apply/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseIndex$$' -fuzztime $(FUZZTIME) ./source/helmrepo/
 	$(GO) test -run '^$$' -fuzz '^FuzzNewIndex$$' -fuzztime $(FUZZTIME) ./source/bucket/
+	$(GO) test -run '^$$' -fuzz '^FuzzReceiverVerify$$' -fuzztime $(FUZZTIME) ./notify/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:
