@@ -41,7 +41,9 @@ func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, 
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
-		opts.LastRevision = a.Revision
+		if equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) {
+			opts.LastRevision = a.Revision // built with the ignore rules asked for
+		}
 		opts.Reuse = fromMetaArtifact(a)
 	}
 	res, err := bucket.Fetch(ctx, e.store, sobj, obj.Spec.BucketName, opts)

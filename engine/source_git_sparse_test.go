@@ -69,3 +69,30 @@ func TestGitRepositorySparseCheckout(t *testing.T) {
 	requestReconcile(t, infra)
 	waitFor(t, infra, readyIs(infra, true), "Ready=True once ./infra is in the artifact")
 }
+
+// TestOCIRepositoryRebuildsWhenTheLayerSelectorChanges pulls the same
+// digest again when only spec.layerSelector changed: the artifact follows
+// the spec, not the last revision.
+func TestOCIRepositoryRebuildsWhenTheLayerSelectorChanges(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	startEngine(t, engine.Options{})
+	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
+	if err := cp.Client.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, src, readyIs(src, true), "Ready=True")
+	copied := *src.Status.Artifact
+	src.Spec.LayerSelector.Operation = "extract"
+	if err := cp.Client.Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, src, func() bool {
+		return src.Status.ObservedLayerSelector != nil && src.Status.ObservedLayerSelector.Operation == "extract" &&
+			src.Status.Artifact.Digest != copied.Digest
+	}, "a new artifact with the layer extracted")
+	if src.Status.Artifact.Revision != copied.Revision {
+		t.Fatalf("revision moved from %s to %s", copied.Revision, src.Status.Artifact.Revision)
+	}
+}

@@ -38,7 +38,10 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	if err != nil {
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
+		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && equalPtr(obj.Status.ObservedLayerSelector, obj.Spec.LayerSelector) {
+		// Built with the rules the spec asks for: an unchanged digest
+		// needs no pull.
 		opts.LastRevision = a.Revision
 	}
 	res, err := oci.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
