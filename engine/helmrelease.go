@@ -156,7 +156,6 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 
 func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) outcome {
 	e := r.e
-	prev := apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition).DeepCopy()
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
 		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self))
@@ -224,12 +223,9 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		o.requeueAfter = res.Next.After
 		return o
 	}
-	if prev != nil && actionVerb(res) == "reconcile" && prev.Status == metav1.ConditionTrue &&
-		prev.Reason == meta.ReconciliationSucceededReason {
-		// In sync, nothing done: Ready keeps the message of the action that
-		// made it so, as in Flux, and a periodic check writes no event.
-		return succeeded("%s", prev.Message)
-	}
+	// In sync with nothing done, Ready keeps the words of the action that
+	// made the deployed revision, so that a periodic check writes nothing
+	// (Flux keeps the message too).
 	return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s", actionVerb(res), rel.Namespace, rel.Name,
 		res.Release.Revision, res.Release.Chart)
 }

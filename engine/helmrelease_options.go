@@ -229,6 +229,15 @@ func actionVerb(res helm.Outcome) string {
 			return string(a)
 		}
 	}
+	// Nothing done: the action that made the latest revision, from Helm's
+	// description of it ("Install complete", "Upgrade complete",
+	// "Rollback to 2").
+	d := strings.ToLower(res.Release.Description)
+	for _, a := range []helm.Action{helm.ActionInstall, helm.ActionUpgrade, helm.ActionRollback} {
+		if strings.HasPrefix(d, string(a)) {
+			return string(a)
+		}
+	}
 	return "reconcile"
 }
 
