@@ -151,7 +151,10 @@ func (e *Engine) reportQueued(ctx context.Context, ref nodeRef) {
 	tenant := e.tenantOf(obj)
 	place, ok := e.pool.Queued(tenant, ref.String())
 	if !ok {
-		return // started, or backing off after a failure its status tells
+		// Running, or backing off after a failure its status tells: look
+		// again no sooner than a report would be rewritten.
+		e.progress.wrote(ref, time.Now())
+		return
 	}
 	// A release that is Ready for its spec keeps Ready while a periodic
 	// check waits its turn: the check most often changes nothing.
