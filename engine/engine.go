@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
@@ -73,10 +74,12 @@ type Engine struct {
 
 	appliers   appliers
 	applyCache *apply.Cache
-	waits      waits
-	pool       *shard.Pool
-	helm       helmWork
-	progress   progress
+	// helmCache answers Helm's existence checks from watches.
+	helmCache *helm.Cache
+	waits     waits
+	pool      *shard.Pool
+	helm      helmWork
+	progress  progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
 	// helmRepos fetches Helm repository indexes and charts, sharing
@@ -158,8 +161,12 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err != nil {
 		return nil, err
 	}
+	helmCache, err := helm.NewCache(cfg)
+	if err != nil {
+		return nil, err
+	}
 	e := &Engine{
-		applyCache: applyCache, start: time.Now(), ownManager: ownManager,
+		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
 		recorder: mgr.GetEventRecorder("cozy-aio"), helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
@@ -198,7 +205,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupNotify(); err != nil {
 		return nil, err
 	}
-	runnables := []manager.Runnable{applyCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues)}
+	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues)}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
 	}

@@ -38,6 +38,7 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if !obj.DeletionTimestamp.IsZero() {
 		e.graph.Remove(self)
 		e.weigh(tenant, self, false)
+		e.finalizerSent(obj, false)
 		if controllerutil.ContainsFinalizer(obj, Finalizer) {
 			e.dispatchHelm(obj, self, r.uninstall)
 		}
@@ -58,10 +59,11 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if obj.Spec.Suspend {
 		return ctrl.Result{}, nil
 	}
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) && !e.finalizerSent(obj, true) {
 		patch := client.MergeFrom(obj.DeepCopy())
 		controllerutil.AddFinalizer(obj, Finalizer)
 		if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil {
+			e.finalizerSent(obj, false)
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}

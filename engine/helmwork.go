@@ -4,6 +4,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/shard"
 )
@@ -18,6 +21,12 @@ type helmWork struct {
 	mu       sync.Mutex
 	releases map[string]map[nodeRef]bool // tenant → its HelmReleases
 	timers   map[nodeRef]*time.Timer
+	// finalizers are the HelmReleases this process sent the finalizer
+	// to, by UID, with the resourceVersion they had before: a reconcile
+	// that reads that version from a cache which has not seen the patch
+	// yet does not send it again (a newer version without the finalizer
+	// is someone removing it, and gets it back).
+	finalizers map[types.UID]string
 }
 
 func (e *Engine) helmManager() (*helm.Manager, error) {
@@ -27,7 +36,12 @@ func (e *Engine) helmManager() (*helm.Manager, error) {
 			e.helm.err = err
 			return
 		}
-		opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}, Waiter: waiter}
+		opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}, Waiter: waiter, Cache: e.helmCache}
+		if e.opts.ProgressAfter > 0 {
+			// A release record shows pending exactly when the status
+			// shows the action running.
+			opts.PendingAfter = e.opts.ProgressAfter
+		}
 		if e.replicas != nil {
 			opts.HolderAlive = e.replicas.alive
 			opts.Fence = e.replicas.fence
@@ -35,6 +49,26 @@ func (e *Engine) helmManager() (*helm.Manager, error) {
 		e.helm.manager, e.helm.err = helm.New(e.cfg, opts)
 	})
 	return e.helm.manager, e.helm.err
+}
+
+// finalizerSent tells whether the finalizer was already sent to obj as
+// the cache shows it, and records (add) or forgets (!add) the sending.
+func (e *Engine) finalizerSent(obj client.Object, add bool) bool {
+	e.helm.mu.Lock()
+	defer e.helm.mu.Unlock()
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	sent, ok := e.helm.finalizers[uid]
+	switch {
+	case !add:
+		delete(e.helm.finalizers, uid)
+	case ok && sent == rv:
+		return true
+	case e.helm.finalizers == nil:
+		e.helm.finalizers = map[types.UID]string{uid: rv}
+	default:
+		e.helm.finalizers[uid] = rv
+	}
+	return false
 }
 
 // weigh records that tenant holds ref, and updates the tenant's weight in

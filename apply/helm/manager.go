@@ -81,6 +81,18 @@ type Options struct {
 	// reach the API server as the rest.Config given to New does.
 	// Default: a Waiter of that rest.Config.
 	Waiter *health.Waiter
+	// Cache, when set, answers from watches whether a release has any
+	// record and whether an object Helm is about to create exists, for
+	// releases applied as the Manager's own identity (see Cache). The
+	// caller runs it. Default: nil, Helm asks the API server.
+	Cache *Cache
+	// PendingAfter is how long an install, upgrade or rollback may run
+	// before its pending release record is written. An action done sooner
+	// writes its revision once, already deployed or failed; one that takes
+	// longer shows as pending (helm status, helm list --pending) as with
+	// Helm. Either way the revision is fenced before anything is applied.
+	// Default: 0, written at once as Helm does.
+	PendingAfter time.Duration
 	// Now returns the current time, which Reconcile records on failures
 	// and measures retry intervals by (State.LastFailure, Next.After).
 	// Default: time.Now.
@@ -162,7 +174,12 @@ func (m *Manager) clientsFor(rel Release) (*clients, error) {
 	if user != "" {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	}
-	g, err := newRESTGetter(cfg)
+	getterCfg := cfg
+	if user == "" && m.opts.Cache != nil {
+		getterCfg = rest.CopyConfig(cfg)
+		getterCfg.Wrap(m.opts.Cache.transport)
+	}
+	g, err := newRESTGetter(getterCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -202,11 +219,17 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	kc := kube.New(c.getter)
 	kc.Namespace = rel.namespace()
 	kc.SetLogger(h)
-	d := &releaseSecrets{impl: c.cs.CoreV1().Secrets(rel.storageNamespace())}
+	d := &releaseSecrets{impl: c.cs.CoreV1().Secrets(rel.storageNamespace()), pendingAfter: m.opts.PendingAfter}
 	if fence := m.opts.Fence; fence != nil {
 		d.fence = func() error { return fence(ctx, rel) }
 	}
-	store := storage.Init(newMemoDriver(&stampDriver{Driver: d, holder: m.opts.Holder}))
+	memo := newMemoDriver(&stampDriver{Driver: d, holder: m.opts.Holder})
+	if rel.impersonate() == "" && m.opts.Cache != nil {
+		ns, c := rel.storageNamespace(), m.opts.Cache
+		memo.none = func(name string) bool { return c.noRecords(ns, name) }
+		memo.wrote = func(name string) { c.wroteRecord(ns, name) }
+	}
+	store := storage.Init(memo)
 	store.MaxHistory = maxHistory
 	store.SetLogger(h)
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(h))
@@ -262,6 +285,11 @@ func (s *session) step(a Action, fn func() error) error {
 		obs(Event{Release: s.rel.String(), Action: a})
 	}
 	err := safely(fn)
+	// A revision Helm left pending (its action ended without finishing
+	// it) is written now, as Helm would have.
+	if ferr := s.records.flush(); ferr != nil && err == nil {
+		err = ferr
+	}
 	if stop := s.records.stopped(); stop != nil && !errors.Is(err, stop) {
 		if err == nil {
 			err = stop

@@ -39,6 +39,21 @@ import (
 type releaseSecrets struct {
 	impl typedcorev1.SecretInterface
 	recordFence
+
+	// pendingAfter, when positive, holds back the create of a pending
+	// revision for that long (Options.PendingAfter): an action that ends
+	// sooner creates its revision once, in its final state.
+	pendingAfter time.Duration
+	deferMu      sync.Mutex
+	deferred     *deferredRecord
+}
+
+// deferredRecord is a pending revision not written yet, encoded when Helm
+// created it.
+type deferredRecord struct {
+	key   string
+	obj   *corev1.Secret
+	timer *time.Timer
 }
 
 var _ driver.Driver = (*releaseSecrets)(nil)
@@ -138,6 +153,19 @@ func (s *releaseSecrets) Create(key string, rls ri.Releaser) error {
 	if err := s.beforeWrite(key); err != nil {
 		return err
 	}
+	if r, ok := rls.(*releasev1.Release); ok && s.pendingAfter > 0 && r.Info != nil && r.Info.Status.IsPending() {
+		// Fenced above like a write, so nothing is applied by a holder
+		// that may not write the release.
+		s.deferMu.Lock()
+		defer s.deferMu.Unlock()
+		s.deferred = &deferredRecord{key: key, obj: obj}
+		s.deferred.timer = time.AfterFunc(s.pendingAfter, func() { _ = s.flush() })
+		return nil
+	}
+	return s.create(key, obj)
+}
+
+func (s *releaseSecrets) create(key string, obj *corev1.Secret) error {
 	created, err := s.impl.Create(context.Background(), obj, metav1.CreateOptions{})
 	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -151,7 +179,52 @@ func (s *releaseSecrets) Create(key string, rls ri.Releaser) error {
 	return nil
 }
 
+// flush writes the deferred pending revision, if any: when its time has
+// come, before another record is written (so records change in Helm's
+// order), and when the session's action ends with it still pending.
+func (s *releaseSecrets) flush() error {
+	s.deferMu.Lock()
+	defer s.deferMu.Unlock()
+	d := s.deferred
+	if d == nil {
+		return nil
+	}
+	s.deferred = nil
+	d.timer.Stop()
+	if err := s.beforeWrite(d.key); err != nil {
+		return err
+	}
+	return s.create(d.key, d.obj)
+}
+
+// takeDeferred returns the deferred revision of key, no longer deferred.
+func (s *releaseSecrets) takeDeferred(key string) (*deferredRecord, bool) {
+	s.deferMu.Lock()
+	defer s.deferMu.Unlock()
+	d := s.deferred
+	if d == nil || d.key != key {
+		return nil, false
+	}
+	s.deferred = nil
+	d.timer.Stop()
+	return d, true
+}
+
 func (s *releaseSecrets) Update(key string, rls ri.Releaser) error {
+	if _, ok := s.takeDeferred(key); ok {
+		// The pending revision was never written: create it as it is now.
+		obj, err := secretFor(key, rls, "createdAt")
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		if err := s.beforeWrite(key); err != nil {
+			return err
+		}
+		return s.create(key, obj)
+	}
+	if err := s.flush(); err != nil {
+		return err
+	}
 	obj, err := secretFor(key, rls, "modifiedAt")
 	if err != nil {
 		return fmt.Errorf("update: %w", err)
@@ -185,6 +258,9 @@ func (s *releaseSecrets) Update(key string, rls ri.Releaser) error {
 // deletes it on the condition that it is still the version this session
 // knew (or, for one it never read, the version just read).
 func (s *releaseSecrets) Delete(key string) (ri.Releaser, error) {
+	if err := s.flush(); err != nil {
+		return nil, err
+	}
 	rv, known := s.version(key)
 	obj, r, err := s.get(key)
 	if err != nil {

@@ -19,6 +19,11 @@ type memoDriver struct {
 
 	mu     sync.Mutex
 	loaded map[string][]*releasev1.Release // by release name
+
+	// none, when set, tells that a release has no record without a
+	// request (Cache); wrote notes a record written.
+	none  func(name string) bool
+	wrote func(name string)
 }
 
 func newMemoDriver(d driver.Driver) *memoDriver {
@@ -67,6 +72,10 @@ func (d *memoDriver) Query(labels map[string]string) ([]ri.Releaser, error) {
 func (d *memoDriver) load(name string) ([]*releasev1.Release, error) {
 	if revs, ok := d.loaded[name]; ok {
 		return revs, nil
+	}
+	if d.none != nil && d.none(name) {
+		d.loaded[name] = []*releasev1.Release{}
+		return d.loaded[name], nil
 	}
 	rs, err := d.Driver.Query(map[string]string{"name": name, "owner": "helm"})
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
@@ -135,6 +144,9 @@ func (d *memoDriver) remember(rls ri.Releaser) {
 	r, ok := rls.(*releasev1.Release)
 	if !ok {
 		return
+	}
+	if d.wrote != nil {
+		d.wrote(r.Name)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
