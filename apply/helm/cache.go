@@ -64,16 +64,17 @@ func NewCache(cfg *rest.Config) (*Cache, error) {
 		return nil, err
 	}
 	hideAnswersFromRequestMetrics()
-	return &Cache{md: md, max: 64, objects: map[schema.GroupVersionResource]*keySet{}, records: newRecordSet()}, nil
+	return &Cache{md: md, max: 64, objects: map[schema.GroupVersionResource]*keySet{}}, nil
 }
 
 // Start runs the Cache's watches until ctx ends.
 func (c *Cache) Start(ctx context.Context) error {
+	records := newRecordSet()
 	c.mu.Lock()
-	c.ctx = ctx
+	c.ctx, c.records = ctx, records
 	c.mu.Unlock()
 	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	go c.reflect(ctx, secrets, "owner=helm", c.records)
+	go c.reflect(ctx, secrets, "owner=helm", records)
 	<-ctx.Done()
 	return nil
 }
@@ -113,9 +114,16 @@ func (c *Cache) noRecords(namespace, name string) bool {
 
 // wroteRecord notes that this process wrote a record of the release.
 func (c *Cache) wroteRecord(namespace, name string) {
-	if c != nil {
-		c.records.wrote(namespace + "/" + name)
+	if r := c.recordSet(); r != nil {
+		r.wrote(namespace + "/" + name)
 	}
+}
+
+// recordSet is the records' store, nil before Start.
+func (c *Cache) recordSet() *recordSet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.records
 }
 
 // absent tells whether the object is known not to exist. The first
@@ -254,6 +262,7 @@ func (h hiddenAnswers) Increment(ctx context.Context, code, method, host string)
 // keySet is the set of objects of one resource, by namespace/name; a
 // ReflectorStore that keeps nothing else of them.
 type keySet struct {
+	syncWait
 	mu     sync.RWMutex
 	synced bool
 	keys   map[string]struct{}
@@ -270,10 +279,11 @@ type keySet struct {
 const recentWindow = 2 * time.Second
 
 func newKeySet() *keySet {
-	return &keySet{keys: map[string]struct{}{}, recent: map[string]time.Time{}}
+	return &keySet{syncWait: newSyncWait(), keys: map[string]struct{}{}, recent: map[string]time.Time{}}
 }
 
 func (s *keySet) absent(namespace, name string) bool {
+	s.waitSynced()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if !s.synced {
@@ -353,6 +363,7 @@ func (s *keySet) Replace(list []any, _ string) error {
 		}
 	}
 	s.keys, s.synced = keys, true
+	s.done()
 	return nil
 }
 
@@ -361,6 +372,7 @@ func (s *keySet) Resync() error { return nil }
 // recordSet counts the release Secrets of each release
 // (namespace/release name), from their "name" label.
 type recordSet struct {
+	syncWait
 	mu      sync.RWMutex
 	synced  bool
 	secrets map[string]string // Secret namespace/name → release key
@@ -371,10 +383,11 @@ type recordSet struct {
 }
 
 func newRecordSet() *recordSet {
-	return &recordSet{secrets: map[string]string{}, counts: map[string]int{}, written: map[string]struct{}{}}
+	return &recordSet{syncWait: newSyncWait(), secrets: map[string]string{}, counts: map[string]int{}, written: map[string]struct{}{}}
 }
 
 func (s *recordSet) none(release string) bool {
+	s.waitSynced()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if !s.synced || s.counts[release] > 0 {
@@ -457,7 +470,41 @@ func (s *recordSet) Replace(list []any, _ string) error {
 		}
 	}
 	s.synced = true
+	s.done()
 	return nil
 }
 
 func (s *recordSet) Resync() error { return nil }
+
+// syncWait lets the first questions after a watch starts wait briefly
+// for its first list (a fraction of a second), rather than each cost a
+// request while it runs: an engine starting with a thousand releases
+// asks them all at once.
+type syncWait struct {
+	started time.Time
+	synced  chan struct{}
+	once    *sync.Once
+}
+
+// syncPatience is how long after its watch started a question waits for
+// the first list.
+const syncPatience = 2 * time.Second
+
+func newSyncWait() syncWait {
+	return syncWait{started: time.Now(), synced: make(chan struct{}), once: &sync.Once{}}
+}
+
+func (w syncWait) done() { w.once.Do(func() { close(w.synced) }) }
+
+func (w syncWait) waitSynced() {
+	left := syncPatience - time.Since(w.started)
+	if left <= 0 {
+		return
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-w.synced:
+	case <-t.C:
+	}
+}
