@@ -197,8 +197,9 @@ func (e *Engine) writeInProgress(ctx context.Context, obj *helmv2.HelmRelease, r
 // waits for it to end, before the caller writes the outcome.
 func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, ref nodeRef) (func(helm.Action, time.Duration), func()) {
 	var (
-		mu    sync.Mutex
-		timer *time.Timer
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool // the outcome is being written: no report may follow
 	)
 	cur := obj.DeepCopy()
 	starting := func(a helm.Action, timeout time.Duration) {
@@ -214,9 +215,19 @@ func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, re
 		if timer != nil {
 			timer.Stop()
 		}
+		if stopped {
+			return
+		}
 		timer = time.AfterFunc(e.opts.ProgressAfter, func() {
 			mu.Lock()
 			defer mu.Unlock()
+			// A timer that fired just before stop took the lock must not
+			// write after the outcome (found at 10,000 releases: a release
+			// left Ready=Unknown "Running 'install' action" after it was
+			// installed).
+			if stopped {
+				return
+			}
 			if ctx.Err() == nil && e.writeInProgress(ctx, cur, ref, meta.ProgressingReason, msg) {
 				cur = cur.DeepCopy()
 			}
@@ -225,6 +236,7 @@ func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, re
 	stop := func() {
 		mu.Lock()
 		defer mu.Unlock()
+		stopped = true
 		if timer != nil {
 			timer.Stop()
 		}

@@ -91,7 +91,8 @@ type Options struct {
 	// writes its revision once, already deployed or failed; one that takes
 	// longer shows as pending (helm status, helm list --pending) as with
 	// Helm. Either way the revision is fenced before anything is applied.
-	// Default: 0, written at once as Helm does.
+	// A revision whose chart has hooks is always written pending first,
+	// as Helm does. Default: 0, written at once as Helm does.
 	PendingAfter time.Duration
 	// Now returns the current time, which Reconcile records on failures
 	// and measures retry intervals by (State.LastFailure, Next.After).

@@ -153,9 +153,14 @@ func (s *releaseSecrets) Create(key string, rls ri.Releaser) error {
 	if err := s.beforeWrite(key); err != nil {
 		return err
 	}
-	if r, ok := rls.(*releasev1.Release); ok && s.pendingAfter > 0 && r.Info != nil && r.Info.Status.IsPending() {
+	if r, ok := rls.(*releasev1.Release); ok && s.pendingAfter > 0 && r.Info != nil && r.Info.Status.IsPending() && len(r.Hooks) == 0 {
 		// Fenced above like a write, so nothing is applied by a holder
-		// that may not write the release.
+		// that may not write the release. Only a revision without hooks
+		// is held back: applying its objects twice is harmless, so two
+		// holders that both run it in a hand-off window converge, the
+		// second failing on the record. A revision with hooks is recorded
+		// pending before anything runs, as Helm does, so that its create
+		// stops a second holder before a hook runs twice.
 		s.deferMu.Lock()
 		defer s.deferMu.Unlock()
 		s.deferred = &deferredRecord{key: key, obj: obj}
