@@ -113,6 +113,9 @@ type Report struct {
 	// revisions Helm wrote; Revisions every release record at the end.
 	Ops                  map[string]int
 	Rollbacks, Revisions int
+	// MidWork counts the faults that struck while the system had not
+	// reached what was asked (some invariant or expectation unmet).
+	MidWork map[string]int
 	// Crashes counts cozy-aio exits the campaign did not cause.
 	Crashes  int
 	Duration time.Duration
@@ -188,7 +191,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.RegistryDelay = 3 * time.Second
 	}
 	start := time.Now()
-	rep := &Report{Seed: o.Seed, Faults: map[string]int{}, Converge: map[string][]time.Duration{}}
+	rep := &Report{Seed: o.Seed, Faults: map[string]int{}, Converge: map[string][]time.Duration{}, MidWork: map[string]int{}}
 	env, err := StartEnv(ctx, EnvOptions{Binary: o.Binary, WorkDir: o.WorkDir, Shards: o.Shards, Workers: o.Workers, Out: o.Out})
 	if err != nil {
 		return rep, err
@@ -269,15 +272,18 @@ func (c *campaign) run(ctx context.Context) error {
 			pushed = true
 		}
 		// The fault strikes at a random instant of the work just asked.
-		time.Sleep(time.Duration(c.rnd.Int64N(int64(3 * time.Second))))
+		time.Sleep(time.Duration(c.rnd.Int64N(int64(1500 * time.Millisecond))))
+		kind := f
+		if f == "kill" && wipe[kills] {
+			kind = "kill+wipe"
+		}
+		if c.busy(ctx) {
+			c.rep.MidWork[kind]++
+		}
 		var end time.Time
 		var err error
-		kind := f
 		switch f {
 		case "kill":
-			if wipe[kills] {
-				kind = "kill+wipe"
-			}
 			end, err = c.kill(wipe[kills])
 			kills++
 			sinceCheck++
@@ -306,6 +312,17 @@ func (c *campaign) run(ctx context.Context) error {
 		c.settle(ctx, kind, end)
 	}
 	return nil
+}
+
+// busy tells whether work asked is still in flight: the system has not
+// reached it, or some invariant does not hold yet.
+func (c *campaign) busy(ctx context.Context) bool {
+	s, err := ReadSnapshot(ctx, c.env.C, c.recs, c.w.Namespaces)
+	if err != nil {
+		return true
+	}
+	s.Broken, s.Seen = c.w.Broken(), c.seenFor(s)
+	return !c.w.expected(s) || len(Check(s)) > 0
 }
 
 // kill kills cozy-aio with SIGKILL, wipes its data directory if asked,
@@ -385,7 +402,7 @@ func (c *campaign) settle(ctx context.Context, phase string, end time.Time) Snap
 		c.env.Say("%s: every invariant holds %.1fs after the fault ended", phase, took.Seconds())
 		return snap
 	}
-	if readErr != nil {
+	if readErr != nil && snap.HelmReleases == nil {
 		last = append(last, Violation{Invariant: "read", Object: "API server", Detail: readErr.Error()})
 	}
 	if !c.w.expected(snap) {
@@ -426,11 +443,31 @@ func (c *campaign) remember(s Snapshot) {
 	}
 }
 
-// expected tells whether the HelmReleases are exactly those the workload
-// wants: none lost, every uninstalled one gone.
+// expected tells whether the system reached what the workload last
+// asked: the sources at the last commit and chart version, every unit
+// reconciled at its generation, the HelmReleases exactly those wanted
+// (none lost, every uninstalled one gone).
 func (w *Workload) expected(s Snapshot) bool {
+	for _, o := range s.OCIRepositories {
+		if o.Status.Artifact == nil || !strings.HasPrefix(o.Status.Artifact.Revision, w.chartVersion+"@") {
+			return false
+		}
+	}
+	for _, g := range s.GitRepositories {
+		if g.Status.Artifact == nil || !strings.HasSuffix(g.Status.Artifact.Revision, w.lastCommit) {
+			return false
+		}
+	}
+	for _, k := range s.Kustomizations {
+		if k.Status.ObservedGeneration != k.Generation {
+			return false
+		}
+	}
 	have := map[string]bool{}
 	for _, hr := range s.HelmReleases {
+		if hr.Status.ObservedGeneration != hr.Generation {
+			return false
+		}
 		have[hr.Namespace+"/"+hr.Name] = true
 	}
 	for k, r := range w.releases {
@@ -467,7 +504,7 @@ func firstN(vs []Violation, n int) string {
 func (r *Report) Print(out io.Writer) {
 	fmt.Fprintf(out, "\n== chaos campaign, seed %d, %.0fs ==\n\n", r.Seed, r.Duration.Seconds())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FAULT\tINJECTED\tCONVERGED\tMEDIAN\tWORST")
+	fmt.Fprintln(tw, "FAULT\tINJECTED\tMID-WORK\tCONVERGED\tMEDIAN\tWORST")
 	var kinds []string
 	for k := range r.Converge {
 		kinds = append(kinds, k)
@@ -485,7 +522,7 @@ func (r *Report) Print(out io.Writer) {
 		if len(d) > 0 {
 			med, worst = fmt.Sprintf("%.1fs", d[len(d)/2].Seconds()), fmt.Sprintf("%.1fs", d[len(d)-1].Seconds())
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", k, r.Faults[k], len(d), med, worst)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", k, r.Faults[k], r.MidWork[k], len(d), med, worst)
 	}
 	tw.Flush()
 	var ops []string

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -44,7 +45,7 @@ func TestCampaign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Binary, o.Out = cozyBinary(t), testWriter{t}
+	o.Binary, o.Out = cozyBinary(t), testWriter{t, new([]byte)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 	rep, err := Run(ctx, o)
@@ -64,9 +65,20 @@ func sumFaults(m map[string]int) int {
 	return n
 }
 
-type testWriter struct{ t *testing.T }
+// testWriter logs whole lines.
+type testWriter struct {
+	t   *testing.T
+	buf *[]byte
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
+	*w.buf = append(*w.buf, p...)
+	for {
+		i := bytes.IndexByte(*w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.t.Log(string((*w.buf)[:i]))
+		*w.buf = (*w.buf)[i+1:]
+	}
 }

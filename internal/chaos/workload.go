@@ -28,12 +28,12 @@ const SystemNamespace = "chaos-system"
 // brokenCause is the message of the release broken on purpose.
 const brokenCause = "chaos: broken on purpose"
 
-// chart is the campaign's chart at a version: one ConfigMap carrying the
+// chaosChart is the campaign's chart at a version: one ConfigMap carrying the
 // values, a second one with an invalid name when .Values.bad is set (the
 // API server refuses it, so the upgrade fails after Helm stored the
 // revision and the release is rolled back), and a render failure when
 // .Values.fail is set.
-func chart(version string) map[string]string {
+func chaosChart(version string) map[string]string {
 	return map[string]string{
 		"Chart.yaml":  "apiVersion: v2\nname: chaos\nversion: " + version + "\n",
 		"values.yaml": "round: 0\n",
@@ -72,6 +72,7 @@ type Workload struct {
 	kustomizations []string
 	tree           map[string]string
 	commits        int
+	lastCommit     string
 	chartVersion   string
 	// Ops counts the operations done by kind.
 	Ops map[string]int
@@ -120,18 +121,29 @@ func ksConfigMap(ns string, i, j, rev int) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ks-%d-cm-%d\n  namespace: %s\ndata:\n  rev: %q\n", i, j, ns, fmt.Sprint(rev))
 }
 
-// Broken names the units broken on purpose and their cause.
+// badCause is what the message of a release whose upgrade fails names.
+const badCause = "_Not_A_DNS_Name"
+
+// Broken names the units that must be Ready=False and the cause their
+// message must name: the release broken on purpose, and those set to
+// fail their upgrade (rolled back, retries exhausted) and not repaired.
 func (w *Workload) Broken() map[string]string {
-	if w.broken == "" {
-		return nil
+	out := map[string]string{}
+	if w.broken != "" {
+		out["HelmRelease "+w.broken] = brokenCause
 	}
-	return map[string]string{"HelmRelease " + w.broken: brokenCause}
+	for k, r := range w.releases {
+		if r.bad && !r.deleted {
+			out["HelmRelease "+k] = badCause
+		}
+	}
+	return out
 }
 
 // Create pushes the chart and the Git tree and creates every object.
 func (w *Workload) Create(ctx context.Context) error {
 	e := w.env
-	if _, err := e.Reg.PushChart(ctx, "charts/chaos", chart(w.chartVersion)); err != nil {
+	if _, err := e.Reg.PushChart(ctx, "charts/chaos", chaosChart(w.chartVersion)); err != nil {
 		return err
 	}
 	if err := w.commit("the platform"); err != nil {
@@ -225,7 +237,10 @@ func (w *Workload) values(r *releaseSpec) *apiextensionsv1.JSON {
 
 func (w *Workload) commit(msg string) error {
 	w.commits++
-	_, err := w.env.Repo.Commit("main", w.tree, fmt.Sprintf("%s (%d)", msg, w.commits))
+	sha, err := w.env.Repo.Commit("main", w.tree, fmt.Sprintf("%s (%d)", msg, w.commits))
+	if err == nil {
+		w.lastCommit = sha
+	}
 	return err
 }
 
@@ -326,7 +341,7 @@ func (w *Workload) PushChart(ctx context.Context) error {
 	fmt.Sscanf(w.chartVersion, "%d.%d", &major, &minor)
 	w.chartVersion = fmt.Sprintf("%d.%d.0", major, minor+1)
 	w.Ops["new chart version"]++
-	_, err := w.env.Reg.PushChart(ctx, "charts/chaos", chart(w.chartVersion))
+	_, err := w.env.Reg.PushChart(ctx, "charts/chaos", chaosChart(w.chartVersion))
 	return err
 }
 
