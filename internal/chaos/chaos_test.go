@@ -3,12 +3,26 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"io"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
+
+func TestMain(m *testing.M) {
+	// controller-runtime's and the Git server's own logs say nothing the
+	// campaign's report does not.
+	ctrllog.SetLogger(logr.Discard())
+	log.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}
 
 // cozyBinary is $COZY_AIO_BINARY (make chaos passes bin/cozy-aio), else
 // the binary built for this test.
@@ -80,5 +94,40 @@ func (w testWriter) Write(p []byte) (int, error) {
 		}
 		w.t.Log(string((*w.buf)[:i]))
 		*w.buf = (*w.buf)[i+1:]
+	}
+}
+
+// smallSoak is the soak of `make test`: a few releases through a few
+// rounds, sampled every two seconds. CHAOS_SOAK_RELEASES and
+// CHAOS_SOAK_ROUNDS size it up (make chaos: 1,000 x 10, every 10 s).
+var smallSoak = SoakOptions{Releases: 10, Rounds: 3, Every: 2 * time.Second}
+
+// TestSoak changes every release's values round after round and fails
+// when a round does not finish or an invariant does not hold at the end;
+// it logs cozy-aio's memory, goroutines and descriptors at each round
+// (figures for docs/reliability.md, not assertions).
+func TestSoak(t *testing.T) {
+	o := smallSoak
+	for k, p := range map[string]*int{"CHAOS_SOAK_RELEASES": &o.Releases, "CHAOS_SOAK_ROUNDS": &o.Rounds} {
+		if v := os.Getenv(k); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s=%q: %v", k, v, err)
+			}
+			*p = n
+		}
+	}
+	if os.Getenv("CHAOS_SOAK_RELEASES") != "" {
+		o.Every = 10 * time.Second
+	}
+	o.Binary, o.Out = cozyBinary(t), testWriter{t, new([]byte)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Hour)
+	defer cancel()
+	rep, err := Soak(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rounds) != o.Rounds+1 {
+		t.Fatalf("%d rounds done, want %d", len(rep.Rounds), o.Rounds+1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,21 +91,72 @@ func (f *controlPlaneFaults) RestartAPIServer(ctx context.Context) (time.Time, e
 	if err := f.killAPIServer(); err != nil {
 		return at, err
 	}
+	// The killed server's port may stay taken a moment (or be caught by
+	// another process): wait for it, and start again if the new server
+	// exits before it answers.
+	port := ""
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
+			port = v
+		}
+	}
+	var err error
+	for attempt := 0; attempt < 10; attempt++ {
+		if port != "" {
+			waitPortFree("127.0.0.1:"+port, 30*time.Second)
+		}
+		if err = f.startAPIServer(args, dir); err != nil {
+			return at, err
+		}
+		if err = f.waitAPI(ctx); err == nil {
+			return at, nil
+		}
+		if !isClosed(f.apiDone) {
+			return at, err
+		}
+		f.apiserver = nil
+		time.Sleep(time.Second)
+	}
+	return at, fmt.Errorf("kube-apiserver did not come back: %w (log: %s)", err, filepath.Join(f.logs, "kube-apiserver-restarted.log"))
+}
+
+func (f *controlPlaneFaults) startAPIServer(args []string, dir string) error {
 	log, err := os.OpenFile(filepath.Join(f.logs, "kube-apiserver-restarted.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return at, err
+		return err
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return at, fmt.Errorf("restarting kube-apiserver: %w", err)
+		return fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); log.Close(); close(done) }()
 	f.apiserver, f.apiDone = cmd, done
-	return at, f.waitAPI(ctx)
+	return nil
+}
+
+func waitPortFree(addr string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			l.Close()
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // killAPIServer kills the running kube-apiserver and waits for its port.
@@ -129,9 +181,13 @@ func (f *controlPlaneFaults) killAPIServer() error {
 	})
 }
 
-// waitAPI returns once the API server serves a list.
+// waitAPI returns once the API server serves a list, or with an error
+// when the server it started exited.
 func (f *controlPlaneFaults) waitAPI(ctx context.Context) error {
 	return kwait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if f.apiserver != nil && isClosed(f.apiDone) {
+			return false, fmt.Errorf("kube-apiserver exited")
+		}
 		var ns corev1.NamespaceList
 		return f.c.List(ctx, &ns, client.Limit(1)) == nil, nil
 	})
