@@ -215,6 +215,11 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 			// hand-off): read it again soon, not at the next interval.
 			o.requeueAfter = recordConflictRetry
 		}
+		if apiUnavailable(err) && (o.requeueAfter <= 0 || o.requeueAfter > apiUnavailableRetry) {
+			// The API server did not answer (restarted, etcd stalled):
+			// soon, not at the next interval (found by internal/chaos, seed 42).
+			o.requeueAfter = apiUnavailableRetry
+		}
 		return o
 	}
 	switch res.Next.Kind {

@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/go-logr/logr"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/resid"
@@ -206,6 +207,15 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 	} else {
 		snap.FirstDeployed = snap.LastDeployed
 		h = append(helmv2.Snapshots{snap}, h...)
+	}
+	if snap.Status == rcommon.StatusDeployed.String() {
+		// Helm marks the revisions an upgrade or a rollback replaced
+		// superseded; the history says what the records say, as Flux's.
+		for _, old := range h[1:] {
+			if old.Status == rcommon.StatusDeployed.String() {
+				old.Status = rcommon.StatusSuperseded.String()
+			}
+		}
 	}
 	if max := obj.GetMaxHistory(); max > 0 && len(h) > max {
 		h = h[:max]
