@@ -49,6 +49,10 @@ type Placement struct {
 	total   int
 	cap     int
 	sticky  bool // place with memory: see settle
+	// anchored places after every change as Assign with Previous = anchor
+	// does (see Anchor); it takes precedence over sticky.
+	anchored bool
+	anchor   map[string]int
 
 	from []int   // scratch for settle: each entry's shard ID before it, -1 if none
 	home []int32 // scratch for settle: the shard index that shed each entry, -1 if none
@@ -214,6 +218,15 @@ func (p *Placement) Resize(shards []int) ([]Move, error) {
 		return nil, ErrNoShards
 	}
 	var moves []Move
+	if p.anchored {
+		from := p.fromIDs()
+		if err := p.setShards(ids); err != nil {
+			p.ids = oldIDs
+			return nil, err
+		}
+		p.reanchor(from, &moves)
+		return moves, nil
+	}
 	if p.sticky {
 		// Keep each tenant on its shard ID if that stays; settle records
 		// the moves against the IDs before.

@@ -37,6 +37,10 @@ func (p *Placement) Set(t Tenant) ([]Move, error) {
 	p.total += t.Weight
 	p.tenants[t.ID] = slot{w: t.Weight, at: e.at}
 	var moves []Move
+	if p.anchored {
+		p.reanchor(p.fromIDs(), &moves)
+		return moves, nil
+	}
 	if p.sticky {
 		p.cap = capacity(p.total, len(p.ids), p.factor)
 		from := p.fromIDs()
@@ -65,6 +69,10 @@ func (p *Placement) Remove(id string) []Move {
 	delete(p.prefs, id)
 	p.total -= old.w
 	moves := []Move{{Tenant: id, Weight: old.w, From: p.ids[old.at], To: -1}}
+	if p.anchored {
+		p.reanchor(p.fromIDs(), &moves)
+		return moves
+	}
 	if p.sticky {
 		p.cap = capacity(p.total, len(p.ids), p.factor)
 		from := p.fromIDs()
