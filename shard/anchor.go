@@ -42,30 +42,46 @@ func (p *Placement) Anchor(shards []int, previous map[string]int) ([]Move, error
 // Anchored tells whether the placement follows an anchor (see Anchor).
 func (p *Placement) Anchored() bool { return p.anchored }
 
+// indexAnchor records in every entry its shard index in the anchor, and
+// which shards the anchor names no tenant on, for the current shard IDs.
+func (p *Placement) indexAnchor() {
+	for i := range p.entries {
+		p.entries[i].prev = p.anchorIndex(p.entries[i].id)
+	}
+	p.anchorFresh = p.fresh(maps.Values(p.anchor))
+}
+
+// anchorIndex returns the index of tenant id's shard in the anchor, -1 if
+// the anchor does not name it or its shard is not in the set.
+func (p *Placement) anchorIndex(id string) int32 {
+	if s, ok := p.anchor[id]; ok {
+		if j, found := slices.BinarySearch(p.ids, s); found {
+			return int32(j)
+		}
+	}
+	return -1
+}
+
 // reanchor places every tenant from the anchor, as newPlacement does with
 // Options.Previous. from holds each entry's shard ID before the change,
-// for the move records. It updates p.tenants for every tenant.
-func (p *Placement) reanchor(from []int, moves *[]Move) {
+// for the move records. It updates p.tenants for the tenants whose shard
+// changed, and for all of them when resized (the indexes changed).
+func (p *Placement) reanchor(from []int, resized bool, moves *[]Move) {
 	p.cap = capacity(p.total, len(p.ids), p.factor)
 	for i := range p.entries {
-		e := &p.entries[i]
-		e.at = -1
-		if s, ok := p.anchor[e.id]; ok {
-			if j, found := slices.BinarySearch(p.ids, s); found {
-				e.at = int32(j)
-			}
-		}
+		p.entries[i].at = p.entries[i].prev
 	}
 	if len(p.anchor) == 0 {
 		p.replayAll(nil, nil) // as Assign without Previous
 	} else {
-		p.settle(from, p.fresh(maps.Values(p.anchor)), nil)
+		p.settle(from, p.anchorFresh, nil)
 	}
 	for i, e := range p.entries {
-		if p.tenants != nil {
+		to := p.ids[e.at]
+		if p.tenants != nil && (resized || from[i] != to) {
 			p.tenants[e.id] = slot{w: e.w, at: e.at}
 		}
-		if to := p.ids[e.at]; moves != nil && from[i] != to {
+		if moves != nil && from[i] != to {
 			*moves = append(*moves, Move{Tenant: e.id, Weight: e.w, From: from[i], To: to})
 		}
 	}

@@ -23,7 +23,7 @@ type PoolOptions struct {
 	// the pool places with memory: a tenant moves only when a resize or the
 	// balance bound makes it (see Assign). That placement depends on the
 	// pool's history, so replicas that must each derive the same placement
-	// must leave it off.
+	// leave it off and share the memory through Anchor.
 	Assign Options
 	// Workers is the number of workers of each shard. Zero means 4.
 	Workers int

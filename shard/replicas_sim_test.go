@@ -196,3 +196,51 @@ func TestReplicaProtocol(t *testing.T) {
 	}
 	t.Log("\n" + b.String())
 }
+
+// BenchmarkAnchoredChurn times what a replica does per HelmRelease tenant
+// change: one update of an anchored Placement (the 1% churn of
+// BenchmarkChurn, one tenant at a time), beside the same churn on a sticky
+// Placement in the same run.
+func BenchmarkAnchoredChurn(b *testing.B) {
+	ts := workload("lognormal", benchTenants, benchSeed)
+	next := churn("lognormal", ts)
+	in := map[string]bool{}
+	for _, t := range next {
+		in[t.ID] = true
+	}
+	for _, n := range []int{16, 64} {
+		for _, mode := range []string{"anchored", "sticky"} {
+			b.Run(fmt.Sprintf("mode=%s/tenants=%d/N=%d", mode, len(ts), n), func(b *testing.B) {
+				var updates int
+				var p *Placement
+				for b.Loop() {
+					b.StopTimer()
+					p, _ = NewPlacement(ts, Range(n), Options{Sticky: mode == "sticky"})
+					if mode == "anchored" {
+						if _, err := p.Anchor(Range(n), p.Assignment().Tenants); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StartTimer()
+					updates = 0
+					for _, t := range ts {
+						if !in[t.ID] {
+							p.Remove(t.ID)
+							updates++
+						}
+					}
+					for _, t := range next {
+						if old, ok := p.tenants[t.ID]; ok && old.w == t.Weight {
+							continue
+						}
+						if _, err := p.Set(t); err != nil {
+							b.Fatal(err)
+						}
+						updates++
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(max(updates, 1)), "us/update")
+			})
+		}
+	}
+}
