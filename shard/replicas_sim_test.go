@@ -161,7 +161,7 @@ func TestReplicaProtocol(t *testing.T) {
 		shapesRun, ns, seeds = shapes, []int{8, 16, 32, 64}, shapeSeeds[:3]
 	}
 	var b strings.Builder
-	fmt.Fprintln(&b, "| shape | N | churn 1%, replicas | one sticky process | Assign with Previous | N→N+1 moved/optimal, replicas | one sticky process | publications | rounds to settle |")
+	fmt.Fprintln(&b, "| shape | N | churn 1%, replicas | one sticky process | Assign with Previous | N→N+1 moved/optimal, replicas | one sticky process | anchor rounds, total | most rounds per publication |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|")
 	for _, shape := range shapesRun {
 		for _, n := range ns {
