@@ -124,11 +124,11 @@ func decodeAssignment(cm *corev1.ConfigMap) (published, error) {
 		return published{}, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	p.tenants = map[string]int{}
-	for line := range strings.SplitSeq(strings.TrimSuffix(string(raw), "\n"), "\n") {
-		if line == "" {
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
 			continue
 		}
-		f := strings.Fields(line)
 		s, err := strconv.Atoi(f[0])
 		if err != nil {
 			return published{}, fmt.Errorf("ConfigMap %s/%s: shard %q is not a shard ID", cm.Namespace, cm.Name, f[0])

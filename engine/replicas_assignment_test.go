@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -76,4 +78,38 @@ func rangeInts(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// FuzzDecodeAssignment: whatever the ConfigMap holds, decoding returns an
+// error or an assignment that encodes and decodes to itself; never a crash.
+func FuzzDecodeAssignment(f *testing.F) {
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		w.Write([]byte(s))
+		w.Close()
+		return b.Bytes()
+	}
+	f.Add("0,1,2", gz("0 a b\n2 c\n"))
+	f.Add("0", gz("   \n\n0"))
+	f.Add("1", gz("x a\n"))
+	f.Add("", []byte{0x1f, 0x8b})
+	f.Fuzz(func(t *testing.T, shards string, tenants []byte) {
+		cm := &corev1.ConfigMap{Data: map[string]string{assignmentShards: shards}, BinaryData: map[string][]byte{assignmentTenants: tenants}}
+		p, err := decodeAssignment(cm)
+		if err != nil {
+			return
+		}
+		data, binary, err := encodeAssignment(p.shards, p.tenants)
+		if err != nil {
+			t.Fatalf("a decoded assignment does not encode: %v", err)
+		}
+		if binary == nil {
+			return // too large to publish
+		}
+		q, err := decodeAssignment(&corev1.ConfigMap{Data: data, BinaryData: binary})
+		if err != nil || !slices.Equal(q.shards, p.shards) || !maps.Equal(q.tenants, p.tenants) {
+			t.Fatalf("round trip changed the assignment (%v)", err)
+		}
+	})
 }
