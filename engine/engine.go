@@ -173,8 +173,8 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	}
 	e.runCtx.Store(&contextBackground)
 	// Alone, the engine places with memory: a tenant moves only when the
-	// balance target needs it. Replicas must each derive the same placement
-	// from the same HelmReleases, so they place without memory (below).
+	// balance target needs it. Replicas place with the memory the leader
+	// publishes (replicas_assignment.go), so that they agree.
 	popts := shard.PoolOptions{Shards: opts.Shards, Workers: opts.ShardWorkers, Assign: shard.Options{Sticky: !opts.Replicas.Enabled}}
 	if opts.Replicas.Enabled {
 		cs, err := kubernetes.NewForConfig(cfg)

@@ -31,6 +31,10 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	e := r.e
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone: its tenant leaves the pool with its last release.
+			e.unweigh(nodeRef{Kind: helmv2.HelmReleaseKind, Namespace: req.Namespace, Name: req.Name})
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	self := nodeRef{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}

@@ -20,6 +20,7 @@ type helmWork struct {
 
 	mu       sync.Mutex
 	releases map[string]map[nodeRef]bool // tenant → its HelmReleases
+	gone     map[nodeRef]string          // tenant of each release being deleted
 	timers   map[nodeRef]*time.Timer
 	// finalizers are the HelmReleases this process sent the finalizer
 	// to, by UID, with the resourceVersion they had before: a reconcile
@@ -90,8 +91,13 @@ func (e *Engine) weigh(tenant string, ref nodeRef, present bool) {
 	}
 	if present {
 		set[ref] = true
+		delete(e.helm.gone, ref)
 	} else {
 		delete(set, ref)
+		if e.helm.gone == nil {
+			e.helm.gone = map[nodeRef]string{}
+		}
+		e.helm.gone[ref] = tenant
 	}
 	if len(set) == 0 {
 		delete(e.helm.releases, tenant)
@@ -99,6 +105,34 @@ func (e *Engine) weigh(tenant string, ref nodeRef, present bool) {
 		return
 	}
 	_ = e.pool.SetTenant(shard.Tenant{ID: tenant, Weight: len(set)})
+}
+
+// unweigh is told that HelmRelease ref is gone. Its tenant leaves the pool
+// if it has no release left: the uninstall of its last release placed it
+// again (with weight 1) after weigh took it out.
+func (e *Engine) unweigh(ref nodeRef) {
+	e.helm.mu.Lock()
+	defer e.helm.mu.Unlock()
+	tenant, ok := e.helm.gone[ref]
+	if !ok {
+		for t, set := range e.helm.releases {
+			if set[ref] {
+				tenant, ok = t, true // gone before its deletion was seen here
+			}
+		}
+	}
+	delete(e.helm.gone, ref)
+	if set := e.helm.releases[tenant]; ok && set[ref] {
+		delete(set, ref)
+		if len(set) > 0 {
+			_ = e.pool.SetTenant(shard.Tenant{ID: tenant, Weight: len(set)})
+			return
+		}
+		delete(e.helm.releases, tenant)
+	}
+	if ok && len(e.helm.releases[tenant]) == 0 {
+		e.pool.RemoveTenant(tenant)
+	}
 }
 
 // enqueueAfter wakes ref after d; a later call for the same ref replaces

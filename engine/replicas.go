@@ -56,6 +56,12 @@ type replicas struct {
 	firstLead chan struct{}
 	leadOnce  sync.Once
 
+	// pubMu orders the anchoring of the pool to published assignments;
+	// pub is the last one anchored, nil before the first. It is never held
+	// with mu.
+	pubMu sync.Mutex
+	pub   *published
+
 	mu       sync.Mutex
 	seen     map[string]leaseSeen // by Lease name
 	self     *elector
@@ -135,15 +141,28 @@ func (r *replicas) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	assignments := factory.Core().V1().ConfigMaps().Informer()
+	if _, err := assignments.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    r.observeAssignment,
+		UpdateFunc: func(_, o any) { r.observeAssignment(o) },
+	}); err != nil {
+		return err
+	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 	factory.WaitForCacheSync(ctx.Done())
+	// Place with the published assignment before electing any shard: a
+	// replica that starts runs nothing on a placement of its own.
+	if o, ok, _ := assignments.GetStore().GetByKey(r.o.Namespace + "/" + r.assignmentName()); ok {
+		r.observeAssignment(o)
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	tick := time.NewTicker(r.o.RetryPeriod)
 	defer tick.Stop()
 	for {
 		r.reconcile(runCtx)
+		r.publishAssignment(runCtx)
 		r.e.pool.Recheck()
 		select {
 		case <-ctx.Done():

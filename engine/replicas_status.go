@@ -131,3 +131,8 @@ func (e *Engine) wakeShard(i int) {
 		e.enqueue(ref)
 	}
 }
+
+// Assignment returns the placement of tenants on Helm shards this engine
+// uses now. Replicas that see the same HelmReleases and the same published
+// assignment return the same one.
+func (e *Engine) Assignment() shard.Assignment { return e.pool.Assignment() }

@@ -38,7 +38,8 @@ type Options struct {
 	// keeps tenants where they are as Assign with Previous does, with the
 	// assignment before the update as Previous. Assign ignores it. A
 	// sticky placement depends on its history, so replicas that must agree
-	// on placement without sharing it must not use it.
+	// on placement without sharing it must not use it; they share a
+	// Previous instead (Placement.Anchor, Pool.Anchor).
 	Sticky bool
 }
 

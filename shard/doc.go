@@ -33,8 +33,11 @@
 // lightest tenants, which go back home, to new shards or by the rule above,
 // so a resize moves about the optimal 1/N and a churn of small tenants
 // moves none. A Placement or Pool with Options.Sticky updates this way. A
-// placement with memory depends on its history: replicas that each derive
-// the placement on their own must not use it.
+// sticky placement depends on its history, so replicas that each derive the
+// placement cannot use it; they anchor instead (Placement.Anchor,
+// Pool.Anchor): each places as Assign with the same published Previous
+// does, after every change, which depends on the tenants, the shards and
+// that Previous only.
 //
 //	next, err := shard.Assign(tenants, shard.Range(17), shard.Options{Previous: a.Tenants})
 //

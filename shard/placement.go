@@ -24,6 +24,9 @@ type entry struct {
 	w   int
 	at  int32 // index into Placement.ids, -1 while unplaced
 	top int32 // index of the best-ranked shard
+	// prev is, in an anchored placement, the index of the tenant's shard
+	// in the anchor, -1 if the anchor does not name it or its shard is gone.
+	prev int32
 }
 
 // slot is what Lookup needs about a tenant.
@@ -49,6 +52,12 @@ type Placement struct {
 	total   int
 	cap     int
 	sticky  bool // place with memory: see settle
+	// anchored places after every change as Assign with Previous = anchor
+	// does (see Anchor); it takes precedence over sticky.
+	anchored bool
+	anchor   map[string]int
+	// anchorFresh marks by index the shards the anchor names no tenant on.
+	anchorFresh []bool
 
 	from []int   // scratch for settle: each entry's shard ID before it, -1 if none
 	home []int32 // scratch for settle: the shard index that shed each entry, -1 if none
@@ -214,6 +223,16 @@ func (p *Placement) Resize(shards []int) ([]Move, error) {
 		return nil, ErrNoShards
 	}
 	var moves []Move
+	if p.anchored {
+		from := p.fromIDs()
+		if err := p.setShards(ids); err != nil {
+			p.ids = oldIDs
+			return nil, err
+		}
+		p.indexAnchor()
+		p.reanchor(from, true, &moves)
+		return moves, nil
+	}
 	if p.sticky {
 		// Keep each tenant on its shard ID if that stays; settle records
 		// the moves against the IDs before.

@@ -21,15 +21,20 @@ func (p *Placement) Set(t Tenant) ([]Move, error) {
 	h := tenantHash(t.ID)
 	c := change{oldW: 0, oldAt: -1}
 	a := -1
+	prev := int32(-1)
 	if present {
 		a = p.index(entry{id: t.ID, h: h, w: old.w})
+		prev = p.entries[a].prev
 		p.entries = slices.Delete(p.entries, a, a+1)
 		c.oldW, c.oldAt = old.w, old.at
 		p.total -= old.w
 	}
-	e := entry{id: t.ID, h: h, w: t.Weight, at: old.at}
+	e := entry{id: t.ID, h: h, w: t.Weight, at: old.at, prev: prev}
 	if !present {
 		e.at = -1
+		if p.anchored {
+			e.prev = p.anchorIndex(t.ID)
+		}
 	}
 	p.rank(&e)
 	b, _ := slices.BinarySearchFunc(p.entries, e, compareEntries)
@@ -37,6 +42,10 @@ func (p *Placement) Set(t Tenant) ([]Move, error) {
 	p.total += t.Weight
 	p.tenants[t.ID] = slot{w: t.Weight, at: e.at}
 	var moves []Move
+	if p.anchored {
+		p.reanchor(p.fromIDs(), false, &moves)
+		return moves, nil
+	}
 	if p.sticky {
 		p.cap = capacity(p.total, len(p.ids), p.factor)
 		from := p.fromIDs()
@@ -65,6 +74,10 @@ func (p *Placement) Remove(id string) []Move {
 	delete(p.prefs, id)
 	p.total -= old.w
 	moves := []Move{{Tenant: id, Weight: old.w, From: p.ids[old.at], To: -1}}
+	if p.anchored {
+		p.reanchor(p.fromIDs(), false, &moves)
+		return moves
+	}
 	if p.sticky {
 		p.cap = capacity(p.total, len(p.ids), p.factor)
 		from := p.fromIDs()

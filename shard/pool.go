@@ -23,7 +23,7 @@ type PoolOptions struct {
 	// the pool places with memory: a tenant moves only when a resize or the
 	// balance bound makes it (see Assign). That placement depends on the
 	// pool's history, so replicas that must each derive the same placement
-	// must leave it off.
+	// leave it off and share the memory through Anchor.
 	Assign Options
 	// Workers is the number of workers of each shard. Zero means 4.
 	Workers int
@@ -244,6 +244,47 @@ func (p *Pool) RemoveShard(id int) error {
 		return fmt.Errorf("remove shard %d: %w", id, err)
 	}
 	return nil
+}
+
+// Anchor places the tenants on the shard IDs shards as Assign with
+// Options.Previous = previous does, now and after every later change, until
+// the next Anchor (see Placement.Anchor); it turns off the automatic count.
+// Replicas that each run a pool give them the same previous, published by
+// one of them, and so agree on the placement wherever they see the same
+// tenants, while a tenant still moves only when the balance needs it. IDs
+// must be distinct, not negative, and at least one.
+func (p *Pool) Anchor(shards []int, previous map[string]int) error {
+	if len(shards) == 0 {
+		return fmt.Errorf("anchor: need at least 1 shard")
+	}
+	for _, id := range shards {
+		if id < 0 {
+			return fmt.Errorf("anchor: negative shard ID %d", id)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.s.anchor(shards, previous); err != nil {
+		return fmt.Errorf("anchor: %w", err)
+	}
+	p.s.auto = false
+	p.afterChange(-1)
+	return nil
+}
+
+// Assignment returns a copy of the current assignment of the tenants.
+func (p *Pool) Assignment() Assignment {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.s.place.Assignment()
+}
+
+// Weights returns the total weight of the tenants and the heaviest one,
+// the inputs of Count.
+func (p *Pool) Weights() (total int, heaviest Tenant) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.s.place.Total(), p.s.place.Heaviest()
 }
 
 // Shards returns the shard IDs in ascending order.

@@ -113,6 +113,13 @@ func (s *sched) setShards(ids []int) error {
 	if err != nil {
 		return err
 	}
+	s.syncQueues(moves)
+	return nil
+}
+
+// syncQueues gives every shard of the placement a queue, applies moves and
+// drops the queues of shards that are gone.
+func (s *sched) syncQueues(moves []Move) {
 	for _, id := range s.place.ids {
 		if s.queues[id] == nil {
 			s.queues[id] = &fairQueue{}
@@ -124,6 +131,16 @@ func (s *sched) setShards(ids []int) error {
 			delete(s.queues, id)
 		}
 	}
+}
+
+// anchor places the tenants on ids as Assign with Previous = previous does,
+// and keeps them so (Placement.Anchor).
+func (s *sched) anchor(ids []int, previous map[string]int) error {
+	moves, err := s.place.Anchor(ids, previous)
+	if err != nil {
+		return err
+	}
+	s.syncQueues(moves)
 	return nil
 }
 
