@@ -6,7 +6,7 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale build image fuzz
+.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults build image fuzz
 
 ## test: gofmt, go mod tidy and go vet, build the test control plane, the cluster
 ## simulator and the S3 server if missing, run every test.
@@ -79,10 +79,23 @@ demo: testbin-cluster build
 	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_REPLICAS=$(DEMO_REPLICAS) bin/cozy-aio-demo -cozy-aio bin/cozy-aio
 
-## bench-scale: 200 tenants x 5 releases of a 3-ConfigMap chart on a plain API server.
+## bench-scale: 200 tenants x 5 releases of a 3-ConfigMap chart on a plain API server; then
+## cozy-aio restarted with everything Ready (its data directory kept, then emptied).
+## DEMO_TENANTS up to 2000; DEMO_IDLE=60s adds the idle cost, DEMO_PROFILE=20s a CPU profile.
 bench-scale: testbin build
 	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
-	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_SCALE=1 DEMO_TENANTS=$${DEMO_TENANTS:-200} DEMO_RELEASES=$${DEMO_RELEASES:-5} bin/cozy-aio-demo -cozy-aio bin/cozy-aio
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_SCALE=1 DEMO_TENANTS=$${DEMO_TENANTS:-200} DEMO_RELEASES=$${DEMO_RELEASES:-5} DEMO_RESTART=$${DEMO_RESTART:-1} bin/cozy-aio-demo -cozy-aio bin/cozy-aio -timeout 40m
+
+## bench-curve: bench-scale at 1,000, 3,000 and 10,000 releases (DEMO_CURVE), one run each;
+## writes docs/benchmarks/scale-curve.svg.
+bench-curve: testbin build
+	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_RELEASES=5 DEMO_CURVE=$${DEMO_CURVE:-1000,3000,10000} bin/cozy-aio-demo -cozy-aio bin/cozy-aio -timeout 40m
+
+## bench-defaults: bench-scale twice in a row, cozy-aio on its defaults, then --shards 4 --shard-workers 4.
+bench-defaults: testbin build
+	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_TENANTS=$${DEMO_TENANTS:-200} DEMO_RELEASES=5 DEMO_COMPARE_DEFAULTS=1 bin/cozy-aio-demo -cozy-aio bin/cozy-aio
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s), one after another.
 FUZZTIME ?= 60s
