@@ -360,7 +360,7 @@ func (h *harness) auditArgs() map[string]string {
 	policy := filepath.Join(h.logs, "audit-policy.yaml")
 	_ = os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o644)
 	// No rotation: the counts read the one file (about 12 KB a release).
-	return map[string]string{"audit-policy-file": policy, "audit-log-path": filepath.Join(h.logs, "audit.log"), "audit-log-maxsize": "0", "audit-log-maxbackups": "0"}
+	return map[string]string{"audit-policy-file": policy, "audit-log-path": filepath.Join(h.logs, "audit.log"), "audit-log-maxsize": "0"}
 }
 
 // startReplicas runs cozy-aio as on a node: host network, a bootstrap
