@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -88,11 +89,21 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 		base = orig.DeepCopyObject().(object)
 		base.SetConditions(nil)
 	}
-	if err := e.mgr.GetClient().Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
+	// A reconcile that changes nothing (every release in sync after a
+	// restart, a periodic check) sends no patch: an empty merge patch
+	// would still cost the API server a read, a decode and an admission
+	// of the whole object.
+	patch, err := client.MergeFrom(base).Data(obj)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("patching status of %s/%s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	if string(patch) != "{}" {
+		if err := e.mgr.GetClient().Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("patching status of %s/%s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+		}
 	}
 	e.emit(kind, obj, orig, out)
 	e.logOutcome(ctx, kind, obj, orig, start, out)

@@ -103,7 +103,12 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&o.Engine.WebhookAddr, "webhook-addr", "", "address of the Receiver webhook server, /hook/<digest> (default: off; it listens on the host's network)")
 	fs.DurationVar(&o.Engine.Notify.RateLimit, "notification-rate-limit", 5*time.Minute, "send the same event for the same object to Alerts once per this interval")
 	fs.StringVar(&o.Engine.ArtifactAddr, "artifact-addr", "127.0.0.1:9090", "address of the artifact server (loopback unless told otherwise)")
-	fs.StringVar(&f.shards, "shards", "auto", "Helm shards: a number, or auto")
+	// Four shards of four workers: 16 Helm actions at once is what one API
+	// server takes (docs/benchmarks/scale.md: make bench-defaults). "auto"
+	// grows the count with the releases (ceil(releases/100) shards, so 40
+	// workers at 1,000 and 256 at 10,000) and starts at one shard while
+	// the releases are first weighed.
+	fs.StringVar(&f.shards, "shards", "4", "Helm shards: a number, or auto (one per 100 HelmReleases, up to 64)")
 	fs.IntVar(&o.Engine.ShardWorkers, "shard-workers", 4, "Helm workers per shard")
 	fs.IntVar(&o.Engine.Concurrency, "concurrency", 4, "workers per source and Kustomization reconciler")
 	fs.Float64Var(&f.qps, "kube-api-qps", 500, "client-side limit of API requests per second")

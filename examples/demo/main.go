@@ -8,6 +8,15 @@
 // API server, no nodes), DEMO_REPLICAS (default 1; more runs that many
 // cozy-aio replicas, as on that many control-plane nodes, and kills the
 // leader mid-install).
+//
+// The scale shape also takes DEMO_RESTART=1 (stop cozy-aio once every
+// unit is Ready and start it again, with its data directory and then with
+// an empty one), DEMO_IDLE (a duration: measure the idle cost at the end),
+// DEMO_PROFILE (a duration: a CPU profile of cozy-aio from its start),
+// DEMO_ENGINE_DEFAULTS=1 (cozy-aio without --shards and --shard-workers),
+// DEMO_COMPARE_DEFAULTS=1 (two runs in a row: cozy-aio's defaults, then
+// --shards 4 --shard-workers 4) and DEMO_CURVE (sizes in releases, such as
+// 1000,3000,10000: one run each, and the chart DEMO_CURVE_SVG).
 package main
 
 import (
@@ -44,6 +53,13 @@ func main() {
 	flag.IntVar(&o.ShardWorkers, "shard-workers", 4, "Helm workers per shard")
 	flag.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "how long to wait for every unit to settle")
 	flag.StringVar(&o.WorkDir, "work-dir", "", "where the bootstrap directory, data and logs go (default: a temporary directory)")
+	flag.BoolVar(&o.Restart, "restart", os.Getenv("DEMO_RESTART") == "1", "scale shape: restart cozy-aio once every unit is Ready, with its data directory and then an empty one (DEMO_RESTART=1)")
+	flag.DurationVar(&o.Idle, "idle", envDuration("DEMO_IDLE"), "scale shape: measure cozy-aio's idle cost for this long at the end (DEMO_IDLE)")
+	flag.DurationVar(&o.Profile, "profile", envDuration("DEMO_PROFILE"), "scale shape: a CPU profile of cozy-aio of this length from its start, in logs/cozy-aio.cpu.pprof (DEMO_PROFILE)")
+	flag.BoolVar(&o.EngineDefaults, "engine-defaults", os.Getenv("DEMO_ENGINE_DEFAULTS") == "1", "run cozy-aio without --shards and --shard-workers (DEMO_ENGINE_DEFAULTS=1)")
+	compare := flag.Bool("compare-defaults", os.Getenv("DEMO_COMPARE_DEFAULTS") == "1", "two runs: cozy-aio's defaults, then -shards and -shard-workers (DEMO_COMPARE_DEFAULTS=1)")
+	curve := flag.String("curve", os.Getenv("DEMO_CURVE"), "scale shape: sizes in releases, comma-separated; one run each (DEMO_CURVE)")
+	svg := flag.String("curve-svg", envString("DEMO_CURVE_SVG", "docs/benchmarks/scale-curve.svg"), "where -curve writes its chart (DEMO_CURVE_SVG)")
 	flag.Parse()
 	o.Out = os.Stdout
 	// The in-process Git server logs every request through the standard
@@ -52,13 +68,33 @@ func main() {
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	_, err := demo.Run(ctx, o)
+	var err error
+	switch {
+	case *curve != "":
+		err = runCurve(ctx, o, *curve, *svg)
+	case *compare:
+		err = compareDefaults(ctx, o)
+	default:
+		_, err = demo.Run(ctx, o)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo FAILED:\n%v\n", err)
 		stop()
 		os.Exit(1)
 	}
 	fmt.Println("\ndemo OK: every unit is Ready and every check held.")
+}
+
+func envDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 func envInt(name string, def int) int {

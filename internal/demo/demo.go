@@ -34,6 +34,9 @@ type Options struct {
 	Nodes int
 	// Shards and ShardWorkers are passed to cozy-aio. Defaults: 4 and 4.
 	Shards, ShardWorkers int
+	// EngineDefaults runs cozy-aio without --shards and --shard-workers,
+	// on its own defaults (Shards and ShardWorkers are then ignored).
+	EngineDefaults bool
 	// Binary is the cozy-aio binary to run.
 	Binary string
 	// WorkDir holds the bootstrap directory, cozy-aio's data and every
@@ -52,8 +55,23 @@ type Options struct {
 	// being Ready on a node to the node's network. Default: none.
 	NetworkDelay time.Duration
 	// Audit writes the API server's audit log (metadata of every request)
-	// to logs/audit.log, to see which requests cozy-aio makes.
+	// to logs/audit.log, to see which requests cozy-aio makes. The scale
+	// shape always writes it: its summary breaks cozy-aio's requests down
+	// by verb and resource from it.
 	Audit bool
+	// Restart, in the scale shape, stops cozy-aio once every unit is Ready
+	// and starts it again on the same cluster, first with its data
+	// directory, then with an empty one, and measures how long it takes to
+	// confirm every release and what it asks the API server (Restart).
+	Restart bool
+	// Idle, in the scale shape, watches cozy-aio for that long at the end
+	// with nothing changing and reports its CPU and API requests
+	// (IdleCost). Default: 0, no idle measurement.
+	Idle time.Duration
+	// Profile, in the scale shape, takes a CPU profile of cozy-aio of that
+	// length from its start (/debug/pprof/profile) into
+	// logs/cozy-aio.cpu.pprof. Default: 0, none.
+	Profile time.Duration
 	// Replicas is the number of cozy-aio processes, run as the static pod
 	// of that many control-plane nodes would run (replica IDs node-1 to
 	// node-N, Leases in kube-system, shorter Leases than the defaults: see
@@ -83,17 +101,24 @@ func (o Options) withDefaults() Options {
 	if o.Nodes <= 0 {
 		o.Nodes = 3
 	}
-	if o.Shards <= 0 {
-		o.Shards = 4
-	}
-	if o.ShardWorkers <= 0 {
-		o.ShardWorkers = 4
+	switch {
+	case o.EngineDefaults:
+		o.Shards, o.ShardWorkers = 0, 0
+	default:
+		if o.Shards <= 0 {
+			o.Shards = 4
+		}
+		if o.ShardWorkers <= 0 {
+			o.ShardWorkers = 4
+		}
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
 	if o.Every <= 0 {
-		o.Every = 2 * time.Second
+		// Each progress line reads cozy-aio's whole /metrics (1.5 MB at
+		// 1,000 releases): less often with more releases.
+		o.Every = max(2*time.Second, time.Duration(o.Tenants*o.Releases)*time.Millisecond)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute
@@ -101,8 +126,9 @@ func (o Options) withDefaults() Options {
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
-	if o.Replicas > 1 {
-		// The audit log shows which replica wrote each status.
+	if o.Replicas > 1 || o.Scale {
+		// The audit log shows which replica wrote each status, and what
+		// cozy-aio asked by verb and resource.
 		o.Audit = true
 	}
 	return o
@@ -132,6 +158,17 @@ type Result struct {
 	// Requests are cozy-aio's API requests by HTTP method at that moment
 	// (summed over the replicas, as each last reported them).
 	Requests map[string]int
+	// Breakdown is cozy-aio's API requests by verb and resource from the
+	// API server's audit log, counted at the same moment as Requests (the
+	// audit log is always written in the scale shape).
+	Breakdown Requests
+	// APIServerCPU and EtcdCPU are the CPU time of the API server and etcd
+	// from cozy-aio's start to every unit settled (scale shape).
+	APIServerCPU, EtcdCPU time.Duration
+	// Restarts are the restarts of Options.Restart; Idle the idle cost of
+	// Options.Idle.
+	Restarts []Restart
+	Idle     *IdleCost
 	// MachineSpeed is JSON round trips per second over every CPU (see
 	// machineSpeed), measured before the scale shape starts; 0 in the demo
 	// shape.
@@ -196,6 +233,18 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return res, err
 	}
 	h.verify(ctx)
+	if opts.Scale && len(h.reps) == 1 {
+		if opts.Restart {
+			if err := h.restarts(ctx); err != nil {
+				h.check("restart", false, "%v", err)
+			}
+		}
+		if opts.Idle > 0 {
+			if err := h.idle(ctx); err != nil {
+				h.check("idle", false, "%v", err)
+			}
+		}
+	}
 	h.summary()
 	return res, h.verdict()
 }
@@ -221,6 +270,9 @@ type harness struct {
 	reps  []*replica
 	exits chan replicaExit
 	logs  string
+	// apiCPU and etcdCPU are the control plane's CPU time when cozy-aio
+	// started.
+	apiCPU, etcdCPU time.Duration
 }
 
 func (h *harness) setup(ctx context.Context) error {
@@ -307,7 +359,8 @@ func (h *harness) auditArgs() map[string]string {
 	}
 	policy := filepath.Join(h.logs, "audit-policy.yaml")
 	_ = os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o644)
-	return map[string]string{"audit-policy-file": policy, "audit-log-path": filepath.Join(h.logs, "audit.log")}
+	// No rotation: the counts read the one file (about 12 KB a release).
+	return map[string]string{"audit-policy-file": policy, "audit-log-path": filepath.Join(h.logs, "audit.log"), "audit-log-maxsize": "0"}
 }
 
 // startReplicas runs cozy-aio as on a node: host network, a bootstrap
@@ -322,7 +375,7 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 			"--network-min-nodes="+strconv.Itoa(h.opts.Nodes))
 	}
 	n := h.opts.Replicas
-	h.exits = make(chan replicaExit, 2*n+2) // every start and the restart
+	h.exits = make(chan replicaExit, 2*n+4) // every start, the restart, the scale shape's restarts
 	// Every replica's health and artifact ports at once: a port chosen
 	// after a replica started may be one it is about to bind.
 	ports, err := freePorts(2 * n)
@@ -355,6 +408,10 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 		}
 	}
 	h.res.CozyStarted = time.Now()
+	h.apiCPU, h.etcdCPU = h.controlPlaneCPU()
+	if h.opts.Scale && h.opts.Profile > 0 {
+		go h.profile(h.reps[0].health, h.opts.Profile)
+	}
 	return nil
 }
 
@@ -372,8 +429,11 @@ func (h *harness) expectedReleases() int {
 
 // settleCheck is how often watch looks for every unit having settled, so
 // that the time to all Ready is measured to a tenth of a second rather
-// than to the progress interval.
-const settleCheck = 100 * time.Millisecond
+// than to the progress interval; each look reads every unit, so with more
+// than 1,000 releases it looks a tenth of a second less often per 1,000.
+func (h *harness) settleCheck() time.Duration {
+	return 100 * time.Millisecond * time.Duration(max(1, h.expectedReleases()/1000))
+}
 
 // watch prints progress every interval until every unit has settled and
 // stays so at the next progress line.
@@ -381,7 +441,7 @@ func (h *harness) watch(ctx context.Context) error {
 	deadline := time.After(h.opts.Timeout)
 	tick := time.NewTicker(h.opts.Every)
 	defer tick.Stop()
-	check := time.NewTicker(settleCheck)
+	check := time.NewTicker(h.settleCheck())
 	defer check.Stop()
 	for {
 		printing := false

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -183,6 +184,11 @@ func (h *harness) usage() {
 		r := h.reps[0]
 		h.res.PeakRSS, h.res.CPU = procUsage(r.cmd.Process.Pid)
 		h.res.Requests = r.scrape().requests
+		if h.opts.Scale {
+			api, etcd := h.controlPlaneCPU()
+			h.res.APIServerCPU, h.res.EtcdCPU = api-h.apiCPU, etcd-h.etcdCPU
+			h.res.Breakdown, _, _ = countRequests(filepath.Join(h.logs, "audit.log"), 0, CozyUser)
+		}
 		return
 	}
 	h.scrape()

@@ -97,8 +97,14 @@ func newReplica(o replicaOptions) (*replica, error) {
 	r.args = []string{"run",
 		"--server=" + o.server, "--kubeconfig=" + o.kubeconfig,
 		"--data-dir=" + data, "--health-addr=" + r.health, "--artifact-addr=" + r.artifacts,
-		"--shards=" + strconv.Itoa(o.shards), "--shard-workers=" + strconv.Itoa(o.workers),
 		idFlag, "--log-format=json", "--profiling",
+	}
+	// Zero leaves cozy-aio's own default (Options.EngineDefaults).
+	if o.shards > 0 {
+		r.args = append(r.args, "--shards="+strconv.Itoa(o.shards))
+	}
+	if o.workers > 0 {
+		r.args = append(r.args, "--shard-workers="+strconv.Itoa(o.workers))
 	}
 	r.args = append(r.args, o.extra...)
 	if !o.alone {

@@ -16,6 +16,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -338,6 +339,24 @@ func (h *harness) summary() {
 			sort.Strings(methods)
 			fmt.Fprintf(out, "cozy-aio API requests: %d (%.1f per HelmRelease): %s\n", total, float64(total)/float64(h.expectedReleases()), strings.Join(methods, ", "))
 		}
+		if r.APIServerCPU > 0 {
+			fmt.Fprintf(out, "CPU from cozy-aio's start to every unit settled: kube-apiserver %.1fs, etcd %.1fs, cozy-aio %.1fs\n",
+				r.APIServerCPU.Seconds(), r.EtcdCPU.Seconds(), r.CPU.Seconds())
+		}
+		h.requestsTable("cozy-aio API requests by verb and resource (API server audit log)", r.Breakdown)
+	}
+	for _, rs := range r.Restarts {
+		fmt.Fprintf(out, "\nrestart with every unit Ready, %s: every HelmRelease confirmed %.1fs after the start (%d Helm runs); %d new release revisions; %d ConfigMap writes; CPU %.1fs; peak RSS %.0f MB\n",
+			rs.Name, rs.Confirmed.Seconds(), rs.Runs, rs.Revisions, rs.Requests.Writes("configmaps"), rs.CPU.Seconds(), float64(rs.PeakRSS)/(1<<20))
+		h.requestsTable("its API requests by verb and resource", rs.Requests)
+	}
+	if c := r.Idle; c != nil {
+		fmt.Fprintf(out, "\nidle for %s with nothing changing: cozy-aio %.2f CPU-s per minute, kube-apiserver %.2f, etcd %.2f; %d API requests (%.1f per minute)\n",
+			c.Duration.Round(time.Second), c.PerMinute(c.CPU).Seconds(), c.PerMinute(c.APIServer).Seconds(), c.PerMinute(c.Etcd).Seconds(),
+			c.Requests.Total(), float64(c.Requests.Total())*time.Minute.Seconds()/c.Duration.Seconds())
+		for _, l := range c.Requests.Lines(0) {
+			fmt.Fprintf(out, "  %s\n", l)
+		}
 	}
 	for _, c := range r.Checks {
 		mark := "ok  "
@@ -353,6 +372,19 @@ func (h *harness) summary() {
 		}
 	}
 	fmt.Fprintf(out, "\nlogs: %s\n", h.logs)
+}
+
+// requestsTable prints requests by verb and resource with their share per
+// release, under a title with the total.
+func (h *harness) requestsTable(title string, reqs Requests) {
+	if len(reqs) == 0 {
+		return
+	}
+	n := h.expectedReleases()
+	fmt.Fprintf(h.opts.Out, "%s: %d (%.2f per HelmRelease)\n", title, reqs.Total(), float64(reqs.Total())/float64(n))
+	for _, l := range reqs.Lines(n) {
+		fmt.Fprintf(h.opts.Out, "  %s\n", l)
+	}
 }
 
 // seedScale creates the scale shape: one OCIRepository with a chart of
@@ -388,24 +420,45 @@ func (h *harness) seedScale(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, t := range h.res.Tenants {
-		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: map[string]string{TenantLabel: t.Name}}})
+	// Each tenant's objects in order (its namespace first); the tenants
+	// eight at a time, so that 2,000 tenants are created in seconds.
+	tenants := make([][]client.Object, len(h.res.Tenants))
+	n := len(objs)
+	for i, t := range h.res.Tenants {
+		tenants[i] = append(tenants[i], &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: map[string]string{TenantLabel: t.Name}}})
 		for r := 1; r <= t.Releases; r++ {
 			hr := &helmv2.HelmRelease{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", r), Namespace: t.Name},
 				Spec:       helmv2.HelmReleaseSpec{Interval: metav1.Duration{Duration: 30 * time.Minute}},
 			}
 			chartFrom(hr)
-			objs = append(objs, hr)
+			tenants[i] = append(tenants[i], hr)
 		}
+		n += len(tenants[i])
 	}
-	h.say("creating %d objects: %d tenant namespaces, %d HelmReleases, the chart source", len(objs), len(h.res.Tenants), h.expectedReleases())
-	for _, o := range objs {
-		if err := createRetry(ctx, h.c, o); err != nil {
-			return fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+	h.say("creating %d objects: %d tenant namespaces, %d HelmReleases, the chart source", n, len(h.res.Tenants), h.expectedReleases())
+	create := func(objs []client.Object) error {
+		for _, o := range objs {
+			if err := createRetry(ctx, h.c, o); err != nil {
+				return fmt.Errorf("creating %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
+			}
 		}
+		return nil
 	}
-	return nil
+	if err := create(objs); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, t := range tenants {
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return gctx.Err()
+			}
+			return create(t)
+		})
+	}
+	return g.Wait()
 }
 
 // createRetry creates an object, retrying while its kind is not served yet
