@@ -202,6 +202,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	stopProgress()
 	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
+	setTestCondition(obj, res, rel)
 	if err != nil {
 		if res.Next.Kind == helm.NextStalled {
 			return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err))

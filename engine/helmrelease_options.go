@@ -22,8 +22,6 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
 		fieldCheck{"spec.chart.spec.verify", obj.Spec.Chart != nil && obj.Spec.Chart.Spec.Verify != nil},
-		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
-		fieldCheck{"spec.test.enable", obj.Spec.Test != nil && obj.Spec.Test.Enable},
 		// Helm 4's rollback has no --recreate-pods.
 		fieldCheck{"spec.rollback.recreate", obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
 		fieldCheck{"spec.rollback.serverSideApply: disabled", obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},
@@ -102,6 +100,7 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		Rollback:        rollbackOptions(obj),
 		Install:         installRemediation(in),
 		Upgrade:         upgradeRemediation(up),
+		Test:            testOptions(obj),
 	}
 	for _, r := range obj.GetDriftDetection().Ignore {
 		o.DriftIgnore = append(o.DriftIgnore, ignoreRule(r.Paths, r.Target))
@@ -127,24 +126,36 @@ func crdPolicy(p helmv2.CRDsPolicy, skip bool, def helm.CRDPolicy) helm.CRDPolic
 	return def
 }
 
+// retryIgnoresTests is IgnoreTestFailures under RetryOnFailure:
+// helm-controller has no active remediation then, and a failed test
+// neither counts nor fails the release (it only sets TestSuccess=False).
+func retryIgnoresTests() *bool {
+	yes := true
+	return &yes
+}
+
 func installRemediation(in helmv2.Install) helm.Remediation {
 	if in.Strategy != nil && in.Strategy.Name == string(helmv2.ActionStrategyRetryOnFailure) {
-		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(in.Strategy.RetryInterval, 0)}
+		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(in.Strategy.RetryInterval, 0),
+			IgnoreTestFailures: retryIgnoresTests()}
 	}
 	out := helm.Remediation{Strategy: helm.RemediateOnFailure}
 	if r := in.Remediation; r != nil {
 		out.Retries, out.RemediateLastFailure = r.Retries, r.RemediateLastFailure
+		out.IgnoreTestFailures = r.IgnoreTestFailures
 	}
 	return out
 }
 
 func upgradeRemediation(up helmv2.Upgrade) helm.Remediation {
 	if up.Strategy != nil && up.Strategy.Name == string(helmv2.ActionStrategyRetryOnFailure) {
-		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(up.Strategy.RetryInterval, 0)}
+		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(up.Strategy.RetryInterval, 0),
+			IgnoreTestFailures: retryIgnoresTests()}
 	}
 	out := helm.Remediation{Strategy: helm.RemediateOnFailure}
 	if r := up.Remediation; r != nil {
 		out.Retries, out.RemediateLastFailure = r.Retries, r.RemediateLastFailure
+		out.IgnoreTestFailures = r.IgnoreTestFailures
 		if r.GetStrategy() == helmv2.UninstallRemediationStrategy {
 			out.Remedy = helm.ActionUninstall
 		}
@@ -200,8 +211,14 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 		Digest: obj.Status.LastAttemptedConfigDigest, LastDeployed: metav1.Now(),
 	}
 	h := obj.Status.History
+	if t := res.Test; t != nil && t.Revision == r.Revision && obj.GetTest().Enable {
+		snap.TestHooks = testHooks(r)
+	}
 	if len(h) > 0 && h[0].Version == r.Revision {
 		snap.FirstDeployed = h[0].FirstDeployed
+		if snap.TestHooks == nil && obj.GetTest().Enable {
+			snap.TestHooks = h[0].TestHooks
+		}
 		h[0] = snap
 	} else {
 		snap.FirstDeployed = snap.LastDeployed

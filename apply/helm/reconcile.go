@@ -156,7 +156,7 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	}
 	out.Steps = append(out.Steps, res)
 	if err == nil && o.Test != nil {
-		if err = s.runTests(o, out); err != nil && !isTestError(err) {
+		if err = s.runTests(o, pol, out); err != nil && !isTestError(err) {
 			return err // not a verdict on the revision: tested again next time
 		}
 	}

@@ -23,8 +23,8 @@ type TestOptions struct {
 	Filters []TestFilter
 	// IgnoreFailures makes Reconcile record a failed test without counting
 	// it as a failure of the install or upgrade it follows (Flux's
-	// test.ignoreFailures, overridden by remediation.ignoreTestFailures).
-	// Test ignores it. Default: false, a failed test is remedied by the
+	// test.ignoreFailures), unless the action's
+	// Remediation.IgnoreTestFailures says otherwise. Test ignores it. Default: false, a failed test is remedied by the
 	// action's policy.
 	IgnoreFailures bool
 }
@@ -208,14 +208,15 @@ func testStateOf(r *releasev1.Release, filters []TestFilter) testState {
 
 // runTests tests the latest revision and reports it in out. The error is
 // nil when the tests passed or their failure is ignored.
-func (s *session) runTests(ro ReconcileOptions, out *Outcome) error {
+// pol is the policy of the action that made the revision.
+func (s *session) runTests(ro ReconcileOptions, pol Remediation, out *Outcome) error {
 	o := *ro.Test
 	ro.starting(ActionTest, timeoutOr(o.Timeout))
 	r, err := s.test(o)
 	res := resultOf(ActionTest, r)
 	out.Steps = append(out.Steps, res)
 	out.Test = &TestReport{Revision: res.Revision, Err: err}
-	if err != nil && o.IgnoreFailures && isTestError(err) {
+	if err != nil && pol.ignoreTests(o.IgnoreFailures) && isTestError(err) {
 		return nil
 	}
 	return err
@@ -242,7 +243,7 @@ func (s *session) testDeployed(o ReconcileOptions, latest *releasev1.Release, ou
 	}
 	switch testStateOf(latest, o.Test.Filters) {
 	case testsPending:
-		err := s.runTests(o, out)
+		err := s.runTests(o, pol, out)
 		if err == nil {
 			return false, false, nil
 		}
@@ -251,7 +252,7 @@ func (s *session) testDeployed(o ReconcileOptions, latest *releasev1.Release, ou
 		}
 		return true, false, s.failure(o, a, pol, err, out)
 	case testsFailed:
-		if o.Test.IgnoreFailures {
+		if pol.ignoreTests(o.Test.IgnoreFailures) {
 			return false, false, nil
 		}
 		if ok, next := Admit(out.State, a, pol, s.m.opts.Now()); !ok {
