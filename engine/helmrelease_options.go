@@ -300,12 +300,11 @@ func kustSelector(s *kustomize.Selector) *kusttypes.Selector {
 }
 
 // rollbackOptions maps spec.rollback onto the remedying rollbacks, as
-// helm-controller does; nil when the HelmRelease does not set it.
+// helm-controller does, also when spec.rollback is unset: then its
+// defaults hold (spec.timeout, waits on, Jobs waited for, hooks run, no
+// force, no cleanupOnFail), never the install's or upgrade's settings.
 func rollbackOptions(obj *helmv2.HelmRelease) *helm.RollbackOptions {
-	rb := obj.Spec.Rollback
-	if rb == nil {
-		return nil
-	}
+	rb := obj.GetRollback()
 	wait := helm.WaitKStatus
 	if rb.DisableWait {
 		wait = helm.WaitNone
