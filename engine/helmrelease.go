@@ -263,10 +263,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 		rel := helm.Release{Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
-		un := obj.GetUninstall()
-		if _, err := mgr.Uninstall(ctx, rel, helm.UninstallOptions{
-			Timeout: un.GetTimeout(obj.GetTimeout()).Duration, DisableHooks: un.DisableHooks, KeepHistory: un.KeepHistory,
-		}); err != nil {
+		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {
 			return 0, fmt.Errorf("%s: uninstalling on deletion: %w", self, err)
 		}
 	}

@@ -73,7 +73,7 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 	in, up := obj.GetInstall(), obj.GetUpgrade()
 	timeout := obj.GetTimeout()
 	wait := helm.WaitKStatus
-	if in.DisableWait && up.DisableWait {
+	if in.DisableWait {
 		wait = helm.WaitNone
 	}
 	// Compiled by checkExpressions in admit already: no error here.
@@ -101,6 +101,8 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		Install:         installRemediation(in),
 		Upgrade:         upgradeRemediation(up),
 		Test:            testOptions(obj),
+		UpgradeSettings: upgradeSettings(obj),
+		Uninstall:       uninstallOptions(obj),
 	}
 	for _, r := range obj.GetDriftDetection().Ignore {
 		o.DriftIgnore = append(o.DriftIgnore, ignoreRule(r.Paths, r.Target))
@@ -112,6 +114,33 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		o.Drift = helm.DriftDetect
 	}
 	return o
+}
+
+// uninstallOptions are spec.uninstall's settings, for the uninstalls
+// that remedy a failure as for the one on deletion (helm-controller's
+// uninstall action reads them in both).
+func uninstallOptions(obj *helmv2.HelmRelease) *helm.UninstallOptions {
+	un := obj.GetUninstall()
+	wait := helm.WaitKStatus
+	if un.DisableWait {
+		wait = helm.WaitNone
+	}
+	return &helm.UninstallOptions{Timeout: un.GetTimeout(obj.GetTimeout()).Duration, Wait: wait,
+		DisableHooks: un.DisableHooks, KeepHistory: un.KeepHistory}
+}
+
+// upgradeSettings are spec.upgrade's own timeout, waits, hooks and
+// schema check, as helm-controller sets them on its upgrade action.
+func upgradeSettings(obj *helmv2.HelmRelease) *helm.ActionSettings {
+	up := obj.GetUpgrade()
+	wait := helm.WaitKStatus
+	if up.DisableWait {
+		wait = helm.WaitNone
+	}
+	return &helm.ActionSettings{
+		Timeout: up.GetTimeout(obj.GetTimeout()).Duration, Wait: wait, WaitForJobs: !up.DisableWaitForJobs,
+		DisableHooks: up.DisableHooks, DisableSchemaValidation: up.DisableSchemaValidation,
+	}
 }
 
 func crdPolicy(p helmv2.CRDsPolicy, skip bool, def helm.CRDPolicy) helm.CRDPolicy {

@@ -45,3 +45,36 @@ func TestRollbackOptionsAsFlux(t *testing.T) {
 		t.Fatalf("rollback = %+v", got)
 	}
 }
+
+// TestUpgradeSettingsAsFlux checks spec.upgrade's own timeout, waits,
+// hooks and schema check reach the upgrades, and spec.install's the
+// installs, as helm-controller sets each action from its own block.
+func TestUpgradeSettingsAsFlux(t *testing.T) {
+	hr := &helmv2.HelmRelease{Spec: helmv2.HelmReleaseSpec{
+		Timeout: &metav1.Duration{Duration: 3 * time.Minute},
+		Install: &helmv2.Install{DisableWait: true, DisableHooks: true},
+		Upgrade: &helmv2.Upgrade{Timeout: &metav1.Duration{Duration: time.Minute}, DisableWaitForJobs: true, DisableSchemaValidation: true},
+	}}
+	o := helmOptions(hr, "", nil)
+	if o.Wait != helm.WaitNone || !o.DisableHooks || o.Timeout != 3*time.Minute || !o.WaitForJobs {
+		t.Fatalf("install settings %+v", o.Spec)
+	}
+	want := helm.ActionSettings{Timeout: time.Minute, Wait: helm.WaitKStatus, DisableSchemaValidation: true}
+	if o.UpgradeSettings == nil || *o.UpgradeSettings != want {
+		t.Fatalf("upgrade settings %+v, want %+v", o.UpgradeSettings, want)
+	}
+}
+
+// TestUninstallOptionsAsFlux checks spec.uninstall reaches the uninstalls
+// that remedy a failure, with helm-controller's defaults when unset.
+func TestUninstallOptionsAsFlux(t *testing.T) {
+	hr := &helmv2.HelmRelease{Spec: helmv2.HelmReleaseSpec{Timeout: &metav1.Duration{Duration: 3 * time.Minute}}}
+	if got := *helmOptions(hr, "", nil).Uninstall; got != (helm.UninstallOptions{Timeout: 3 * time.Minute}) {
+		t.Fatalf("defaults %+v", got)
+	}
+	hr.Spec.Uninstall = &helmv2.Uninstall{Timeout: &metav1.Duration{Duration: time.Minute}, DisableHooks: true, KeepHistory: true, DisableWait: true}
+	want := helm.UninstallOptions{Timeout: time.Minute, Wait: helm.WaitNone, DisableHooks: true, KeepHistory: true}
+	if got := *helmOptions(hr, "", nil).Uninstall; got != want {
+		t.Fatalf("uninstall %+v, want %+v", got, want)
+	}
+}

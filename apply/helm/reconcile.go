@@ -49,6 +49,14 @@ type ReconcileOptions struct {
 	// DriftIgnore are the JSON pointers drift detection leaves alone
 	// (see DriftOptions.Ignore). Default: none.
 	DriftIgnore []jsondiff.IgnoreRule
+	// Uninstall, when set, are the settings of the uninstalls that remedy
+	// a failure (Flux's spec.uninstall). Default: nil, the timeout, wait
+	// and hooks of the remedying rollbacks.
+	Uninstall *UninstallOptions
+	// UpgradeSettings, when set, replace Spec's timeout, waits, hooks and
+	// schema check for upgrades (Flux's spec.upgrade has its own). Default:
+	// nil, Spec's for installs and upgrades alike.
+	UpgradeSettings *ActionSettings
 	// Test, when set, runs the test hooks after a successful install or
 	// upgrade, and on an up-to-date deployed revision whose selected hooks
 	// have not run. A failed test is a failure of the action that made the
@@ -145,13 +153,17 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		out.Next = next
 		return nil
 	}
-	o.starting(a, o.timeout())
+	spec := o.Spec
+	if a == ActionUpgrade {
+		spec = o.upgradeSpec()
+	}
+	o.starting(a, spec.timeout())
 	var res Result
 	if a == ActionInstall {
-		r, ierr := s.install(InstallOptions{Spec: o.Spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
+		r, ierr := s.install(InstallOptions{Spec: spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
 		res, err = resultOf(a, r), ierr
 	} else {
-		r, uerr := s.upgrade(UpgradeOptions{Spec: o.Spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues}, p)
+		r, uerr := s.upgrade(UpgradeOptions{Spec: spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues}, p)
 		res, err = resultOf(a, r), uerr
 	}
 	out.Steps = append(out.Steps, res)
@@ -191,7 +203,7 @@ func (s *session) failure(o ReconcileOptions, a Action, pol Remediation, err err
 	}
 	ro := o.remedy()
 	o.starting(plan.Remedy, timeoutOr(ro.Timeout))
-	r, ra, rerr := s.remedy(h, plan.Remedy, ro)
+	r, ra, rerr := s.remedy(h, plan.Remedy, ro, o.Uninstall)
 	out.Steps = append(out.Steps, resultOf(ra, r))
 	return errors.Join(err, rerr)
 }

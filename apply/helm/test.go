@@ -238,7 +238,7 @@ func (s *session) testDeployed(o ReconcileOptions, latest *releasev1.Release, ou
 		return false, false, nil
 	}
 	a, pol := ActionUpgrade, o.Upgrade
-	if strings.HasPrefix(strings.ToLower(latest.Info.Description), string(ActionInstall)) {
+	if latest.Info != nil && strings.HasPrefix(strings.ToLower(latest.Info.Description), string(ActionInstall)) {
 		a, pol = ActionInstall, o.Install
 	}
 	switch testStateOf(latest, o.Test.Filters) {
