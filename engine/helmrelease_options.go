@@ -126,7 +126,7 @@ func uninstallOptions(obj *helmv2.HelmRelease) *helm.UninstallOptions {
 		wait = helm.WaitNone
 	}
 	return &helm.UninstallOptions{Timeout: un.GetTimeout(obj.GetTimeout()).Duration, Wait: wait,
-		DisableHooks: un.DisableHooks, KeepHistory: un.KeepHistory}
+		DisableHooks: un.DisableHooks, KeepHistory: un.KeepHistory, DeletionPropagation: un.GetDeletionPropagation()}
 }
 
 // upgradeSettings are spec.upgrade's own timeout, waits, hooks and

@@ -69,11 +69,13 @@ func TestUpgradeSettingsAsFlux(t *testing.T) {
 // that remedy a failure, with helm-controller's defaults when unset.
 func TestUninstallOptionsAsFlux(t *testing.T) {
 	hr := &helmv2.HelmRelease{Spec: helmv2.HelmReleaseSpec{Timeout: &metav1.Duration{Duration: 3 * time.Minute}}}
-	if got := *helmOptions(hr, "", nil).Uninstall; got != (helm.UninstallOptions{Timeout: 3 * time.Minute}) {
+	if got := *helmOptions(hr, "", nil).Uninstall; got != (helm.UninstallOptions{Timeout: 3 * time.Minute, DeletionPropagation: "background"}) {
 		t.Fatalf("defaults %+v", got)
 	}
-	hr.Spec.Uninstall = &helmv2.Uninstall{Timeout: &metav1.Duration{Duration: time.Minute}, DisableHooks: true, KeepHistory: true, DisableWait: true}
-	want := helm.UninstallOptions{Timeout: time.Minute, Wait: helm.WaitNone, DisableHooks: true, KeepHistory: true}
+	orphan := "orphan"
+	hr.Spec.Uninstall = &helmv2.Uninstall{Timeout: &metav1.Duration{Duration: time.Minute}, DisableHooks: true, KeepHistory: true,
+		DisableWait: true, DeletionPropagation: &orphan}
+	want := helm.UninstallOptions{Timeout: time.Minute, Wait: helm.WaitNone, DisableHooks: true, KeepHistory: true, DeletionPropagation: "orphan"}
 	if got := *helmOptions(hr, "", nil).Uninstall; got != want {
 		t.Fatalf("uninstall %+v, want %+v", got, want)
 	}

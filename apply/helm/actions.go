@@ -147,6 +147,9 @@ type UninstallOptions struct {
 	// KeepHistory keeps the release Secrets, marked uninstalled.
 	// Default: false.
 	KeepHistory bool
+	// DeletionPropagation is how the objects' dependents are deleted:
+	// "background", "foreground" or "orphan". Default: "background".
+	DeletionPropagation string
 }
 
 func timeoutOr(d time.Duration) time.Duration {
@@ -371,7 +374,10 @@ func (s *session) uninstall(o UninstallOptions) (*releasev1.Release, error) {
 		un.KeepHistory = o.KeepHistory
 		un.DisableHooks = o.DisableHooks
 		un.Timeout, un.WaitStrategy, un.WaitOptions = timeoutOr(o.Timeout), o.Wait.strategy(), s.waitOptions()
-		un.DeletionPropagation = "background"
+		un.DeletionPropagation = o.DeletionPropagation
+		if un.DeletionPropagation == "" {
+			un.DeletionPropagation = "background"
+		}
 		resp, err := un.Run(s.rel.Name)
 		if resp != nil && o.KeepHistory {
 			out, _ = resp.Release.(*releasev1.Release)
