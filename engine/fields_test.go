@@ -49,10 +49,7 @@ var specFields = map[string]specFieldPolicy{
 			"upgrade.disableTakeOwnership", "upgrade.preserveValues", "install.replace",
 			"rollback.timeout", "rollback.disableWait", "rollback.disableWaitForJobs", "rollback.disableHooks",
 			"rollback.force", "rollback.cleanupOnFail", "rollback.serverSideApply",
-			"uninstall", "driftDetection", "waitStrategy", "test.timeout",
-			// No effect without test.enable, which is rejected: the
-			// same as in Flux.
-			"test.ignoreFailures",
+			"uninstall", "driftDetection", "waitStrategy", "test",
 		},
 		check: func(spec reflect.Value) error {
 			return helmReleaseUnsupported(&helmv2.HelmRelease{Spec: spec.Interface().(helmv2.HelmReleaseSpec)})
@@ -62,6 +59,7 @@ var specFields = map[string]specFieldPolicy{
 		spec: reflect.TypeFor[sourcev1.GitRepositorySpec](),
 		honoured: []string{
 			"url", "interval", "timeout", "ref", "secretRef", "proxySecretRef", "ignore", "sparseCheckout", "suspend", "provider",
+			"include",
 		},
 		check: func(spec reflect.Value) error {
 			return gitRepositoryUnsupported(&sourcev1.GitRepository{Spec: spec.Interface().(sourcev1.GitRepositorySpec)})

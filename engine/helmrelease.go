@@ -208,6 +208,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	stopProgress()
 	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
+	setTestCondition(obj, res, rel)
 	if err != nil {
 		if res.Next.Kind == helm.NextStalled {
 			return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err))
@@ -273,10 +274,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 		rel := helm.Release{Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
-		un := obj.GetUninstall()
-		if _, err := mgr.Uninstall(ctx, rel, helm.UninstallOptions{
-			Timeout: un.GetTimeout(obj.GetTimeout()).Duration, DisableHooks: un.DisableHooks, KeepHistory: un.KeepHistory,
-		}); err != nil {
+		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {
 			return 0, fmt.Errorf("%s: uninstalling on deletion: %w", self, err)
 		}
 	}

@@ -23,8 +23,6 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
 		fieldCheck{"spec.chart.spec.verify", obj.Spec.Chart != nil && obj.Spec.Chart.Spec.Verify != nil},
-		fieldCheck{"spec.test.filters", obj.Spec.Test != nil && obj.Spec.Test.Filters != nil},
-		fieldCheck{"spec.test.enable", obj.Spec.Test != nil && obj.Spec.Test.Enable},
 		// Helm 4's rollback has no --recreate-pods.
 		fieldCheck{"spec.rollback.recreate", obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
 		fieldCheck{"spec.rollback.serverSideApply: disabled", obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},
@@ -76,7 +74,7 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 	in, up := obj.GetInstall(), obj.GetUpgrade()
 	timeout := obj.GetTimeout()
 	wait := helm.WaitKStatus
-	if in.DisableWait && up.DisableWait {
+	if in.DisableWait {
 		wait = helm.WaitNone
 	}
 	// Compiled by checkExpressions in admit already: no error here.
@@ -103,6 +101,9 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		Rollback:        rollbackOptions(obj),
 		Install:         installRemediation(in),
 		Upgrade:         upgradeRemediation(up),
+		Test:            testOptions(obj),
+		UpgradeSettings: upgradeSettings(obj),
+		Uninstall:       uninstallOptions(obj),
 	}
 	for _, r := range obj.GetDriftDetection().Ignore {
 		o.DriftIgnore = append(o.DriftIgnore, ignoreRule(r.Paths, r.Target))
@@ -114,6 +115,33 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		o.Drift = helm.DriftDetect
 	}
 	return o
+}
+
+// uninstallOptions are spec.uninstall's settings, for the uninstalls
+// that remedy a failure as for the one on deletion (helm-controller's
+// uninstall action reads them in both).
+func uninstallOptions(obj *helmv2.HelmRelease) *helm.UninstallOptions {
+	un := obj.GetUninstall()
+	wait := helm.WaitKStatus
+	if un.DisableWait {
+		wait = helm.WaitNone
+	}
+	return &helm.UninstallOptions{Timeout: un.GetTimeout(obj.GetTimeout()).Duration, Wait: wait,
+		DisableHooks: un.DisableHooks, KeepHistory: un.KeepHistory, DeletionPropagation: un.GetDeletionPropagation()}
+}
+
+// upgradeSettings are spec.upgrade's own timeout, waits, hooks and
+// schema check, as helm-controller sets them on its upgrade action.
+func upgradeSettings(obj *helmv2.HelmRelease) *helm.ActionSettings {
+	up := obj.GetUpgrade()
+	wait := helm.WaitKStatus
+	if up.DisableWait {
+		wait = helm.WaitNone
+	}
+	return &helm.ActionSettings{
+		Timeout: up.GetTimeout(obj.GetTimeout()).Duration, Wait: wait, WaitForJobs: !up.DisableWaitForJobs,
+		DisableHooks: up.DisableHooks, DisableSchemaValidation: up.DisableSchemaValidation,
+	}
 }
 
 func crdPolicy(p helmv2.CRDsPolicy, skip bool, def helm.CRDPolicy) helm.CRDPolicy {
@@ -128,24 +156,36 @@ func crdPolicy(p helmv2.CRDsPolicy, skip bool, def helm.CRDPolicy) helm.CRDPolic
 	return def
 }
 
+// retryIgnoresTests is IgnoreTestFailures under RetryOnFailure:
+// helm-controller has no active remediation then, and a failed test
+// neither counts nor fails the release (it only sets TestSuccess=False).
+func retryIgnoresTests() *bool {
+	yes := true
+	return &yes
+}
+
 func installRemediation(in helmv2.Install) helm.Remediation {
 	if in.Strategy != nil && in.Strategy.Name == string(helmv2.ActionStrategyRetryOnFailure) {
-		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(in.Strategy.RetryInterval, 0)}
+		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(in.Strategy.RetryInterval, 0),
+			IgnoreTestFailures: retryIgnoresTests()}
 	}
 	out := helm.Remediation{Strategy: helm.RemediateOnFailure}
 	if r := in.Remediation; r != nil {
 		out.Retries, out.RemediateLastFailure = r.Retries, r.RemediateLastFailure
+		out.IgnoreTestFailures = r.IgnoreTestFailures
 	}
 	return out
 }
 
 func upgradeRemediation(up helmv2.Upgrade) helm.Remediation {
 	if up.Strategy != nil && up.Strategy.Name == string(helmv2.ActionStrategyRetryOnFailure) {
-		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(up.Strategy.RetryInterval, 0)}
+		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(up.Strategy.RetryInterval, 0),
+			IgnoreTestFailures: retryIgnoresTests()}
 	}
 	out := helm.Remediation{Strategy: helm.RemediateOnFailure}
 	if r := up.Remediation; r != nil {
 		out.Retries, out.RemediateLastFailure = r.Retries, r.RemediateLastFailure
+		out.IgnoreTestFailures = r.IgnoreTestFailures
 		if r.GetStrategy() == helmv2.UninstallRemediationStrategy {
 			out.Remedy = helm.ActionUninstall
 		}
@@ -201,8 +241,14 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 		Digest: obj.Status.LastAttemptedConfigDigest, LastDeployed: metav1.Now(),
 	}
 	h := obj.Status.History
+	if t := res.Test; t != nil && t.Revision == r.Revision && obj.GetTest().Enable {
+		snap.TestHooks = testHooks(r)
+	}
 	if len(h) > 0 && h[0].Version == r.Revision {
 		snap.FirstDeployed = h[0].FirstDeployed
+		if snap.TestHooks == nil && obj.GetTest().Enable {
+			snap.TestHooks = h[0].TestHooks
+		}
 		h[0] = snap
 	} else {
 		snap.FirstDeployed = snap.LastDeployed
@@ -293,12 +339,11 @@ func kustSelector(s *kustomize.Selector) *kusttypes.Selector {
 }
 
 // rollbackOptions maps spec.rollback onto the remedying rollbacks, as
-// helm-controller does; nil when the HelmRelease does not set it.
+// helm-controller does, also when spec.rollback is unset: then its
+// defaults hold (spec.timeout, waits on, Jobs waited for, hooks run, no
+// force, no cleanupOnFail), never the install's or upgrade's settings.
 func rollbackOptions(obj *helmv2.HelmRelease) *helm.RollbackOptions {
-	rb := obj.Spec.Rollback
-	if rb == nil {
-		return nil
-	}
+	rb := obj.GetRollback()
 	wait := helm.WaitKStatus
 	if rb.DisableWait {
 		wait = helm.WaitNone

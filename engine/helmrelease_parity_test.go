@@ -260,3 +260,56 @@ func TestHelmReleaseDriftIgnore(t *testing.T) {
 		t.Fatalf("the ignored field was corrected: %v", cm.Data)
 	}
 }
+
+// TestHelmReleaseRollbackDefaults checks the remedying rollback of a
+// HelmRelease without spec.rollback runs with helm-controller's rollback
+// defaults, not with the install's or upgrade's settings: the install and
+// upgrade disable hooks, and the rollback still runs its pre-rollback hook.
+func TestHelmReleaseRollbackDefaults(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	chart := demoChart("1.0.0")
+	chart["templates/fail.yaml"] = `{{- if .Values.fail }}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}-broken
+spec:
+  ports:
+    - port: 70000
+{{- end }}
+`
+	chart["templates/hook.yaml"] = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-rollback-hook
+  annotations:
+    helm.sh/hook: pre-rollback
+    helm.sh/hook-delete-policy: before-hook-creation
+data:
+  ran: "yes"
+`
+	reg := chartRegistry(t, chart)
+	startEngine(t, engine.Options{})
+	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
+	hr := helmRelease(ns, "app", "demo")
+	hr.Spec.Install = &helmv2.Install{DisableHooks: true}
+	hr.Spec.Upgrade = &helmv2.Upgrade{DisableHooks: true, Remediation: &helmv2.UpgradeRemediation{Retries: 1}}
+	for _, o := range []client.Object{src, hr} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"fail":true}`)}
+	if err := cp.Client.Update(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, hr, func() bool {
+		return len(hr.Status.History) > 0 && strings.HasPrefix(hr.Status.History[0].Status, "deployed") && hr.Status.History[0].Version >= 3
+	}, "a failed upgrade rolled back")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-rollback-hook", Namespace: ns}}
+	if !exists(t, cm) || cm.Data["ran"] != "yes" {
+		t.Fatal("the rollback did not run its hook: without spec.rollback, Flux's rollback runs hooks whatever install and upgrade say")
+	}
+}

@@ -190,6 +190,18 @@ func (e *Engine) rebuildGit(ctx context.Context, staging *source.Store, sobj sou
 	}
 	opts.Ignore = observedIgnore(obj.Status.ObservedIgnore)
 	opts.SparseCheckout = obj.Status.ObservedSparseCheckout
+	if len(obj.Spec.Include) > 0 || len(obj.Status.IncludedArtifacts) > 0 {
+		self := nodeRef{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
+		inc, out, ok := e.resolveIncludes(ctx, obj.DeepCopy(), self)
+		if !ok {
+			return source.Artifact{}, errors.New(out.message)
+		}
+		defer inc.done()
+		if !sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) {
+			return source.Artifact{}, fmt.Errorf("%s: the included artifacts changed since %s was built; waiting for the leader to record the new artifact", self, revision)
+		}
+		opts.Include = inc.trees
+	}
 	release, err := e.materializer.slot(ctx)
 	if err != nil {
 		return source.Artifact{}, err

@@ -35,10 +35,18 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	if err != nil {
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
+	self := nodeRef{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
+	inc, out, ok := e.resolveIncludes(ctx, obj, self)
+	if !ok {
+		return out
+	}
+	defer inc.done()
+	opts.Include = inc.trees
 	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
-		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout) {
-		// The artifact was built with the rules the spec asks for: an
-		// unchanged revision needs no fetch.
+		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout) &&
+		sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) {
+		// The artifact was built with the rules and includes the spec
+		// asks for: an unchanged revision needs no fetch.
 		opts.LastRevision = a.Revision
 	}
 	res, err := git.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
@@ -51,6 +59,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	obj.Status.Artifact = toMetaArtifact(res.Artifact)
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
+	obj.Status.IncludedArtifacts = inc.artifacts
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
 		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
@@ -100,7 +109,6 @@ func gitRepositoryUnsupported(obj *sourcev1.GitRepository) error {
 	return unsupported(sourcev1.GitRepositoryKind,
 		fieldCheck{"spec.verify", obj.Spec.Verification != nil},
 		fieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
-		fieldCheck{"spec.include", len(obj.Spec.Include) > 0},
 		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
 		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
 	)

@@ -147,14 +147,9 @@ type UninstallOptions struct {
 	// KeepHistory keeps the release Secrets, marked uninstalled.
 	// Default: false.
 	KeepHistory bool
-}
-
-// TestOptions configures Test.
-type TestOptions struct {
-	// Timeout bounds the test hooks. Default: DefaultTimeout.
-	Timeout time.Duration
-	// Only runs only the test hooks with these names. Default: all.
-	Only []string
+	// DeletionPropagation is how the objects' dependents are deleted:
+	// "background", "foreground" or "orphan". Default: "background".
+	DeletionPropagation string
 }
 
 func timeoutOr(d time.Duration) time.Duration {
@@ -379,7 +374,10 @@ func (s *session) uninstall(o UninstallOptions) (*releasev1.Release, error) {
 		un.KeepHistory = o.KeepHistory
 		un.DisableHooks = o.DisableHooks
 		un.Timeout, un.WaitStrategy, un.WaitOptions = timeoutOr(o.Timeout), o.Wait.strategy(), s.waitOptions()
-		un.DeletionPropagation = "background"
+		un.DeletionPropagation = o.DeletionPropagation
+		if un.DeletionPropagation == "" {
+			un.DeletionPropagation = "background"
+		}
 		resp, err := un.Run(s.rel.Name)
 		if resp != nil && o.KeepHistory {
 			out, _ = resp.Release.(*releasev1.Release)
@@ -387,34 +385,6 @@ func (s *session) uninstall(o UninstallOptions) (*releasev1.Release, error) {
 		return err
 	})
 	return out, err
-}
-
-// Test runs the release's test hooks.
-func (m *Manager) Test(ctx context.Context, rel Release, o TestOptions) (Result, error) {
-	return locked(ctx, m, rel, ActionTest, func() (Result, error) {
-		s, err := m.newSession(ctx, rel, 0)
-		if err != nil {
-			return Result{Action: ActionTest}, wrap(rel, ActionTest, err)
-		}
-		res := Result{Action: ActionTest}
-		err = s.step(ActionTest, func() error {
-			t := action.NewReleaseTesting(s.cfg)
-			t.Namespace = rel.namespace()
-			t.Timeout = timeoutOr(o.Timeout)
-			t.WaitOptions = s.waitOptions()
-			if len(o.Only) > 0 {
-				t.Filters[action.IncludeNameFilter] = o.Only
-			}
-			r, shutdown, err := t.Run(rel.Name)
-			if shutdown != nil {
-				_ = shutdown()
-			}
-			rv, _ := r.(*releasev1.Release)
-			res = resultOf(ActionTest, rv)
-			return err
-		})
-		return res, err
-	})
 }
 
 // Get returns the release's latest revision, with ErrReleaseNotFound when

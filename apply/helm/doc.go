@@ -147,6 +147,17 @@
 // every RetryInterval. The decisions are pure functions, Admit and
 // AfterFailure, over State, which the caller persists.
 //
+// # Tests
+//
+// With ReconcileOptions.Test, Reconcile runs the chart's test hooks with
+// Helm's ReleaseTesting after a successful install or upgrade, and on an
+// up-to-date deployed revision whose selected hooks have not run. Helm
+// waits for each test Pod's phase (Succeeded or Failed) in weight order;
+// the runs are in Result.Tests. A failed test (a *TestError naming the
+// hooks) is a failure of the action that made the revision, counted and
+// remedied by its Remediation, unless TestOptions.IgnoreFailures (or the
+// action's Remediation.IgnoreTestFailures) says to ignore it.
+//
 // # Errors
 //
 // Every error is an *Error naming the action, the release

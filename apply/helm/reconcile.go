@@ -49,6 +49,20 @@ type ReconcileOptions struct {
 	// DriftIgnore are the JSON pointers drift detection leaves alone
 	// (see DriftOptions.Ignore). Default: none.
 	DriftIgnore []jsondiff.IgnoreRule
+	// Uninstall, when set, are the settings of the uninstalls that remedy
+	// a failure (Flux's spec.uninstall). Default: nil, the timeout, wait
+	// and hooks of the remedying rollbacks.
+	Uninstall *UninstallOptions
+	// UpgradeSettings, when set, replace Spec's timeout, waits, hooks and
+	// schema check for upgrades (Flux's spec.upgrade has its own). Default:
+	// nil, Spec's for installs and upgrades alike.
+	UpgradeSettings *ActionSettings
+	// Test, when set, runs the test hooks after a successful install or
+	// upgrade, and on an up-to-date deployed revision whose selected hooks
+	// have not run. A failed test is a failure of the action that made the
+	// revision, counted and remedied by its policy, unless
+	// Test.IgnoreFailures. Default: nil, no tests.
+	Test *TestOptions
 }
 
 // Outcome is what Reconcile did and what should follow.
@@ -66,6 +80,9 @@ type Outcome struct {
 	Next Next
 	// Drift lists the drifted objects found (Drift not disabled).
 	Drift []DriftedObject
+	// Test is the outcome of the test hooks when this call ran them;
+	// nil when it did not.
+	Test *TestReport
 }
 
 // Reconcile brings a release to the Spec: it recovers a pending revision
@@ -121,25 +138,40 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	case latest == nil, st == rcommon.StatusUninstalled, h.deployed() == nil:
 		a, pol = ActionInstall, o.Install
 	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == p.digest:
-		out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
-		out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
-		return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
+		stop, upgrade, err := s.testDeployed(o, latest, out)
+		if stop {
+			return err
+		}
+		if !upgrade {
+			out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
+			out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
+			return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
+		}
 	}
 	now := s.m.opts.Now()
 	if ok, next := Admit(out.State, a, pol, now); !ok {
 		out.Next = next
 		return nil
 	}
-	o.starting(a, o.timeout())
+	spec := o.Spec
+	if a == ActionUpgrade {
+		spec = o.upgradeSpec()
+	}
+	o.starting(a, spec.timeout())
 	var res Result
 	if a == ActionInstall {
-		r, ierr := s.install(InstallOptions{Spec: o.Spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
+		r, ierr := s.install(InstallOptions{Spec: spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
 		res, err = resultOf(a, r), ierr
 	} else {
-		r, uerr := s.upgrade(UpgradeOptions{Spec: o.Spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues}, p)
+		r, uerr := s.upgrade(UpgradeOptions{Spec: spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues}, p)
 		res, err = resultOf(a, r), uerr
 	}
 	out.Steps = append(out.Steps, res)
+	if err == nil && o.Test != nil {
+		if err = s.runTests(o, pol, out); err != nil && !isTestError(err) {
+			return err // not a verdict on the revision: tested again next time
+		}
+	}
 	if err == nil {
 		out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
 		out.Next = Next{Kind: NextDone, Reason: string(a) + " succeeded"}
@@ -150,8 +182,14 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		// a failure of this process to count nor one for it to remedy.
 		return err
 	}
+	return s.failure(o, a, pol, err, out)
+}
+
+// failure counts a failed attempt of a (or a failed test of the revision
+// it made), plans by pol and remedies.
+func (s *session) failure(o ReconcileOptions, a Action, pol Remediation, err error, out *Outcome) error {
 	var plan Plan
-	out.State, plan = AfterFailure(out.State, a, pol, now)
+	out.State, plan = AfterFailure(out.State, a, pol, s.m.opts.Now())
 	out.Next = plan.Next
 	if plan.Remedy == ActionNone {
 		return err
@@ -160,12 +198,12 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	if herr != nil {
 		return errors.Join(err, wrap(s.rel, plan.Remedy, herr))
 	}
-	if statusOf(h.latest()) != rcommon.StatusFailed {
+	if statusOf(h.latest()) != rcommon.StatusFailed && !isTestError(err) {
 		return err // the failure stored no revision: nothing to remedy
 	}
 	ro := o.remedy()
 	o.starting(plan.Remedy, timeoutOr(ro.Timeout))
-	r, ra, rerr := s.remedy(h, plan.Remedy, ro)
+	r, ra, rerr := s.remedy(h, plan.Remedy, ro, o.Uninstall)
 	out.Steps = append(out.Steps, resultOf(ra, r))
 	return errors.Join(err, rerr)
 }

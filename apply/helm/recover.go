@@ -64,14 +64,15 @@ func (s *session) recoverPending(o RollbackOptions) ([]Result, error) {
 		return nil, err
 	}
 	steps := []Result{resultOf(ActionRecover, latest)}
-	r, a, err := s.remedy(h, ActionRollback, o)
+	r, a, err := s.remedy(h, ActionRollback, o, nil)
 	steps = append(steps, resultOf(a, r))
 	return steps, err
 }
 
 // remedy rolls back to the newest good revision, or uninstalls when the
-// remedy is an uninstall or there is no good revision.
-func (s *session) remedy(h history, want Action, o RollbackOptions) (*releasev1.Release, Action, error) {
+// remedy is an uninstall or there is no good revision: with un, or else
+// with the rollback's timeout, wait and hooks.
+func (s *session) remedy(h history, want Action, o RollbackOptions, un *UninstallOptions) (*releasev1.Release, Action, error) {
 	var target *releasev1.Release
 	for _, r := range h[1:] {
 		if st := statusOf(r); st == rcommon.StatusDeployed || st == rcommon.StatusSuperseded {
@@ -84,6 +85,10 @@ func (s *session) remedy(h history, want Action, o RollbackOptions) (*releasev1.
 		r, err := s.rollback(o)
 		return r, ActionRollback, err
 	}
-	r, err := s.uninstall(UninstallOptions{Timeout: o.Timeout, Wait: o.Wait, DisableHooks: o.DisableHooks})
+	uo := UninstallOptions{Timeout: o.Timeout, Wait: o.Wait, DisableHooks: o.DisableHooks}
+	if un != nil {
+		uo = *un
+	}
+	r, err := s.uninstall(uo)
 	return r, ActionUninstall, err
 }

@@ -85,6 +85,9 @@ type Result struct {
 	Chart string
 	// Description is Helm's description of the revision.
 	Description string
+	// Tests are the last runs of the revision's test hooks by name; nil
+	// when the chart has none.
+	Tests map[string]HookRun
 }
 
 func resultOf(a Action, rel *releasev1.Release) Result {
@@ -93,6 +96,7 @@ func resultOf(a Action, rel *releasev1.Release) Result {
 		return r
 	}
 	r.Revision = rel.Version
+	r.Tests = testsOf(rel)
 	if rel.Info != nil {
 		r.Status = rel.Info.Status.String()
 		r.Description = rel.Info.Description

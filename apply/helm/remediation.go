@@ -42,6 +42,17 @@ type Remediation struct {
 	// RetryInterval is the wait between attempts (RetryOnFailure).
 	// Default: DefaultRetryInterval.
 	RetryInterval time.Duration
+	// IgnoreTestFailures, when set, overrides TestOptions.IgnoreFailures
+	// for the tests of the revisions this action makes (Flux's
+	// remediation.ignoreTestFailures). Default: nil, TestOptions decides.
+	IgnoreTestFailures *bool
+}
+
+func (p Remediation) ignoreTests(def bool) bool {
+	if p.IgnoreTestFailures != nil {
+		return *p.IgnoreTestFailures
+	}
+	return def
 }
 
 // State is the remediation state of a release. The caller persists it

@@ -40,6 +40,9 @@ func Fetch(ctx context.Context, store *source.Store, obj source.Object, repoURL 
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
+	if err := copyIncludes(wt, opts.Include); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", obj, err)
+	}
 	a, err := store.ArchiveFS(ctx, obj, billyFS{wt}, got.String, source.ArchiveOptions{Ignore: opts.Ignore})
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)

@@ -71,6 +71,10 @@ type Options struct {
 	// spec.sparseCheckout: the artifact holds only them. Default: the
 	// whole tree.
 	SparseCheckout []string
+	// Include copies other trees into the work tree before it is archived,
+	// in order (Flux's spec.include). The revision stays the commit's; the
+	// artifact's digest covers the included files. Default: none.
+	Include []Include
 }
 
 // sparse returns the sparse-checkout directories as clean relative paths.

@@ -33,6 +33,9 @@ func FetchRevision(ctx context.Context, store *source.Store, obj source.Object, 
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
+	if err := copyIncludes(wt, opts.Include); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", obj, err)
+	}
 	a, err := store.ArchiveFS(ctx, obj, billyFS{wt}, revision, source.ArchiveOptions{Ignore: opts.Ignore})
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
