@@ -6,7 +6,7 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults build image fuzz
+.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults build image fuzz chaos
 
 ## test: gofmt, go mod tidy and go vet, build the test control plane, the cluster
 ## simulator and the S3 server if missing, run every test.
@@ -110,3 +110,32 @@ fuzz:
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:
 	COZY_TESTBIN_DIR=$(TESTBIN_DIR) $(GO) test -run '^$$' -bench . -benchmem -timeout 120m ./...
+
+## chaos: the reliability campaign at full size (docs/reliability.md), then the soak.
+## Sized by CHAOS_SEED, CHAOS_RELEASES, CHAOS_KUSTOMIZATIONS, CHAOS_KILLS, CHAOS_WIPED,
+## CHAOS_KILLS_PER_CHECK, CHAOS_API_RESTARTS, CHAOS_ETCD_PAUSES, CHAOS_ETCD_PAUSE,
+## CHAOS_SOURCE_OUTAGES, CHAOS_SOURCE_OUTAGE, CHAOS_REGISTRY_FAULTS, CHAOS_OPS, CHAOS_SETTLE,
+## CHAOS_SOAK_RELEASES, CHAOS_SOAK_ROUNDS; `make test` runs a small campaign and soak.
+CHAOS_SEED ?= $(shell date +%s)
+CHAOS_RELEASES ?= 200
+CHAOS_KUSTOMIZATIONS ?= 50
+CHAOS_KILLS ?= 100
+CHAOS_WIPED ?= 10
+CHAOS_KILLS_PER_CHECK ?= 5
+CHAOS_API_RESTARTS ?= 10
+CHAOS_ETCD_PAUSES ?= 1
+CHAOS_ETCD_PAUSE ?= 30s
+CHAOS_SOURCE_OUTAGES ?= 1
+CHAOS_SOURCE_OUTAGE ?= 60s
+CHAOS_REGISTRY_FAULTS ?= 2
+CHAOS_SOAK_RELEASES ?= 1000
+CHAOS_SOAK_ROUNDS ?= 10
+CHAOS_ENV = CHAOS_SEED=$(CHAOS_SEED) CHAOS_RELEASES=$(CHAOS_RELEASES) CHAOS_KUSTOMIZATIONS=$(CHAOS_KUSTOMIZATIONS) \
+	CHAOS_KILLS=$(CHAOS_KILLS) CHAOS_WIPED=$(CHAOS_WIPED) CHAOS_KILLS_PER_CHECK=$(CHAOS_KILLS_PER_CHECK) \
+	CHAOS_API_RESTARTS=$(CHAOS_API_RESTARTS) CHAOS_ETCD_PAUSES=$(CHAOS_ETCD_PAUSES) CHAOS_ETCD_PAUSE=$(CHAOS_ETCD_PAUSE) \
+	CHAOS_SOURCE_OUTAGES=$(CHAOS_SOURCE_OUTAGES) CHAOS_SOURCE_OUTAGE=$(CHAOS_SOURCE_OUTAGE) \
+	CHAOS_REGISTRY_FAULTS=$(CHAOS_REGISTRY_FAULTS) CHAOS_SOAK_RELEASES=$(CHAOS_SOAK_RELEASES) CHAOS_SOAK_ROUNDS=$(CHAOS_SOAK_ROUNDS) \
+	$(if $(CHAOS_OPS),CHAOS_OPS=$(CHAOS_OPS)) $(if $(CHAOS_SETTLE),CHAOS_SETTLE=$(CHAOS_SETTLE))
+chaos: testbin build
+	$(CHAOS_ENV) COZY_AIO_BINARY=$(CURDIR)/bin/cozy-aio COZY_TESTBIN_DIR=$(TESTBIN_DIR) \
+		$(GO) test -count=1 -timeout 0 -v -run '^(TestCampaign|TestSoak)$$' ./internal/chaos/
