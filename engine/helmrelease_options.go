@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -238,7 +240,7 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 	snap := &helmv2.Snapshot{
 		Name: rel.Name, Namespace: rel.Namespace, Version: r.Revision, Status: r.Status,
 		ChartName: name, ChartVersion: version, ConfigDigest: obj.Status.LastAttemptedConfigDigest,
-		Digest: obj.Status.LastAttemptedConfigDigest, LastDeployed: metav1.Now(),
+		Digest: obj.Status.LastAttemptedConfigDigest, LastDeployed: deployedTime(r.LastDeployed),
 	}
 	h := obj.Status.History
 	if t := res.Test; t != nil && t.Revision == r.Revision && obj.GetTest().Enable {
@@ -251,7 +253,10 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 		}
 		h[0] = snap
 	} else {
-		snap.FirstDeployed = snap.LastDeployed
+		snap.FirstDeployed = deployedTime(r.FirstDeployed)
+		if r.FirstDeployed.IsZero() {
+			snap.FirstDeployed = snap.LastDeployed
+		}
 		h = append(helmv2.Snapshots{snap}, h...)
 	}
 	if snap.Status == rcommon.StatusDeployed.String() {
@@ -267,6 +272,16 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 		h = h[:max]
 	}
 	obj.Status.History = h
+}
+
+// deployedTime is the time Helm recorded, as Flux's history shows it (the
+// record's, not the reconcile's: a check of a release in sync then writes
+// nothing), or now when Helm recorded none.
+func deployedTime(t time.Time) metav1.Time {
+	if t.IsZero() {
+		return metav1.Now()
+	}
+	return metav1.NewTime(t)
 }
 
 // splitChart splits Helm's "name-version" at the last dash before a digit.

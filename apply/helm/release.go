@@ -3,6 +3,7 @@ package helm
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -88,6 +89,9 @@ type Result struct {
 	// Tests are the last runs of the revision's test hooks by name; nil
 	// when the chart has none.
 	Tests map[string]HookRun
+	// FirstDeployed and LastDeployed are when Helm recorded the release
+	// first and this revision last deployed; zero when unknown.
+	FirstDeployed, LastDeployed time.Time
 }
 
 func resultOf(a Action, rel *releasev1.Release) Result {
@@ -100,6 +104,7 @@ func resultOf(a Action, rel *releasev1.Release) Result {
 	if rel.Info != nil {
 		r.Status = rel.Info.Status.String()
 		r.Description = rel.Info.Description
+		r.FirstDeployed, r.LastDeployed = rel.Info.FirstDeployed, rel.Info.LastDeployed
 	}
 	if rel.Chart != nil && rel.Chart.Metadata != nil {
 		r.Chart = rel.Chart.Metadata.Name + "-" + rel.Chart.Metadata.Version
