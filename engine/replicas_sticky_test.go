@@ -9,6 +9,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -150,6 +151,9 @@ func agreed(t *testing.T, what string, rs []*replica, weights map[string]int, sh
 // Helm revision each, whichever replica owned them.
 func TestReplicasShareStickyAssignment(t *testing.T) {
 	ctx := context.Background()
+	// Every replica weighs every HelmRelease of the cluster: those the
+	// package's earlier tests left behind would be tenants here too.
+	clearHelmReleases(t)
 	ns := cp.Namespace(t)
 	reg := chartRegistry(t, demoChart("1.0.0"))
 	const lease = 90 * time.Second
@@ -276,4 +280,33 @@ func loadOn(w, a map[string]int, s int) int {
 		}
 	}
 	return n
+}
+
+// clearHelmReleases deletes every HelmRelease of the shared control plane,
+// finalizers first (the engines that set them are gone). The package's
+// tests do not run in parallel.
+func clearHelmReleases(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var list helmv2.HelmReleaseList
+	if err := cp.Client.List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		hr := &list.Items[i]
+		if len(hr.Finalizers) > 0 {
+			patch := client.MergeFrom(hr.DeepCopy())
+			hr.Finalizers = nil
+			if err := cp.Client.Patch(ctx, hr, patch); client.IgnoreNotFound(err) != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cp.Client.Delete(ctx, hr); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "no HelmRelease left", func() bool {
+		var l helmv2.HelmReleaseList
+		return cp.Client.List(ctx, &l) == nil && len(l.Items) == 0
+	})
 }

@@ -105,7 +105,7 @@ func (c *Cache) reflect(ctx context.Context, gvr schema.GroupVersionResource, se
 // noRecords tells whether release name in namespace has no record, as far
 // as the Cache knows for sure.
 func (c *Cache) noRecords(namespace, name string) bool {
-	if c == nil || !c.records.none(namespace+"/"+name) {
+	if r := c.recordSet(); r == nil || !r.none(namespace+"/"+name) {
 		return false
 	}
 	c.answered.Add(1)
