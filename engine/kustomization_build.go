@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
@@ -54,6 +55,20 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: generating the kustomization: %w", self, relPaths(err, tmp))), false
 	}
 	bopts := apply.BuildOptions{Root: tmp, AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted}
+	if obj.Spec.Decryption != nil {
+		// As kustomize-controller: the files that secretGenerators and
+		// patches read are decrypted in the extracted copy before the
+		// build, the rendered objects after it and before substitution.
+		d, out, ok := r.decryptor(ctx, obj, self)
+		if !ok {
+			return nil, out, false
+		}
+		rel, _ := filepath.Rel(tmp, dir)
+		if err := d.Sources(tmp, filepath.ToSlash(rel)); err != nil {
+			return nil, decryptFailed(self, err), false
+		}
+		bopts.Decrypt = objectDecrypter(d, tmp)
+	}
 	if pb := obj.Spec.PostBuild; pb != nil {
 		vars, err := r.substitutions(ctx, obj, self)
 		if err != nil {
@@ -66,6 +81,9 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 		}
 	}
 	objs, err := apply.Build(ctx, dir, bopts)
+	if err != nil && bopts.Decrypt != nil && isDecryptError(err) {
+		return nil, decryptFailed(self, err), false
+	}
 	if err != nil {
 		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
 	}
