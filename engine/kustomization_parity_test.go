@@ -16,6 +16,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -354,5 +355,42 @@ sops:
 	}, "Ready=False naming the encrypted Secret")
 	if exists(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}}) {
 		t.Fatal("the encrypted Secret was applied")
+	}
+}
+
+// TestKustomizationWarnsOfUnusedImage checks that an images override that
+// matches no image is a Warning Event naming it, not a failure, and that
+// an override that is used gets no warning.
+func TestKustomizationWarnsOfUnusedImage(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	gitSource(t, ns, "img", parityFiles)
+	startEngine(t, engine.Options{})
+	k := kustomization(ns, "img", "img", "./app")
+	k.Spec.TargetNamespace = ns
+	k.Spec.Images = []kustomize.Image{{Name: "nginx", NewTag: "1.2"}, {Name: "absent", NewName: "registry.example/absent"}}
+	if err := cp.Client.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, k, readyIs(k, true), "Ready=True")
+	var note string
+	waitFor(t, k, func() bool {
+		note = eventNote(t, ns, kustomizev1.KustomizationKind, "img", `spec.images[1] "absent"`)
+		return note != ""
+	}, "a Warning Event naming spec.images[1]")
+	var list eventsv1.EventList
+	if err := cp.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Reason == engine.UnusedImageReason && e.Type != corev1.EventTypeWarning {
+			t.Errorf("%s event is %s, want Warning", e.Reason, e.Type)
+		}
+		if strings.Contains(e.Note, "spec.images[0]") {
+			t.Errorf("the used override gets an event: %s", e.Note)
+		}
+	}
+	if !strings.Contains(note, "Kustomization/"+ns+"/img") || !strings.Contains(note, "no effect") {
+		t.Errorf("note = %q", note)
 	}
 }
