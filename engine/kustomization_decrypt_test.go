@@ -46,8 +46,8 @@ func sopsFiles(t *testing.T, ns string, id, other sopstest.Identity) map[string]
 		// Flux decrypts any kind with sops metadata, in JSON too.
 		"app/settings.json": enc(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "`+ns+
 			`"}, "data": {"level": "debug"}}`, formats.Json, id),
-		"app/creds.env":      enc("TOKEN="+sopsEnvValue+"\n", formats.Dotenv, id),
-		"other/secret.yaml":  enc(secret("other", sopsPassword), formats.Yaml, other),
+		"app/creds.env":     enc("TOKEN="+sopsEnvValue+"\n", formats.Dotenv, id),
+		"other/secret.yaml": enc(secret("other", sopsPassword), formats.Yaml, other),
 		"pgp/secret.yaml": `apiVersion: v1
 kind: Secret
 metadata: {name: pgp, namespace: ` + ns + `}
