@@ -22,8 +22,8 @@ func TestUnusedImages(t *testing.T) {
 	objs := []*unstructured.Unstructured{pod("registry:5000/init:1.0", "registry.example/nginx:1.2", "busybox@sha256:abc", "redis")}
 	images := []kustomize.Image{
 		{Name: "nginx", NewName: "registry.example/nginx", NewTag: "1.2"}, // applied: the new name is there
-		{Name: "busybox", Digest: "sha256:abc"},                            // applied: same name
-		{Name: "registry:5000/init", NewTag: "1.0"},                        // a registry port is not a tag
+		{Name: "busybox", Digest: "sha256:abc"},                           // applied: same name
+		{Name: "registry:5000/init", NewTag: "1.0"},                       // a registry port is not a tag
 		{Name: "redis"},
 		{Name: "absent", NewTag: "2"},
 		{Name: "nginx-old", NewName: "elsewhere/nginx"},

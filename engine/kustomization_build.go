@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
@@ -61,18 +60,11 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	}
 	bopts := apply.BuildOptions{Root: tmp, AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted}
 	if obj.Spec.Decryption != nil {
-		// As kustomize-controller: the files that secretGenerators and
-		// patches read are decrypted in the extracted copy before the
-		// build, the rendered objects after it and before substitution.
-		d, out, ok := r.decryptor(ctx, obj, self)
+		hook, out, ok := r.decryption(ctx, obj, self, tmp, dir)
 		if !ok {
 			return nil, out, false
 		}
-		rel, _ := filepath.Rel(tmp, dir)
-		if err := d.Sources(tmp, filepath.ToSlash(rel)); err != nil {
-			return nil, decryptFailed(self, err), false
-		}
-		bopts.Decrypt = objectDecrypter(d, tmp)
+		bopts.Decrypt = hook
 	}
 	if pb := obj.Spec.PostBuild; pb != nil {
 		vars, err := r.substitutions(ctx, obj, self)

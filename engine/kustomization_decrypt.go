@@ -19,6 +19,25 @@ import (
 	"github.com/cozystack/cozy-aio/apply/decrypt"
 )
 
+// decryption prepares spec.decryption as kustomize-controller does: the
+// files that secretGenerators and patches read are decrypted in the
+// extracted copy (tmp) before the build, and the returned hook decrypts
+// the rendered objects after it, before substitution.
+func (r *kustomizationReconciler) decryption(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef, tmp, dir string) (func(*unstructured.Unstructured) (bool, error), outcome, bool) {
+	d, out, ok := r.decryptor(ctx, obj, self)
+	if !ok {
+		return nil, out, false
+	}
+	rel, err := filepath.Rel(tmp, dir)
+	if err != nil {
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+	}
+	if err := d.Sources(tmp, filepath.ToSlash(rel)); err != nil {
+		return nil, decryptFailed(self, err), false
+	}
+	return objectDecrypter(d, tmp), outcome{}, true
+}
+
 // decryptor reads the age identities of spec.decryption.secretRef. A
 // Kustomization without a secretRef gets a decryptor without identities,
 // which opens nothing: cozy-aio never decrypts with keys of its own

@@ -27,7 +27,7 @@ stringData:
   password: hunter2-cleartext
 `
 
-func encYAML(t *testing.T, plain string, recipients ...string) []byte {
+func encYAML(t testing.TB, plain string, recipients ...string) []byte {
 	t.Helper()
 	return sopstest.Encrypt(t, []byte(plain), sopstest.Options{Format: formats.Yaml, Recipients: recipients,
 		EncryptedRegex: "^(data|stringData)$"})
