@@ -20,6 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resource"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -38,6 +39,12 @@ type BuildOptions struct {
 	// kustomization may refer to bases and components anywhere below Root
 	// (the artifact's root, as in Flux), never outside it. Default: dir.
 	Root string
+	// Decrypt, when set, is called on each rendered object before
+	// substitution, in kustomize-controller's order; it changes the object
+	// in place and reports whether it did (apply/decrypt's
+	// Decryptor.Object). Its errors are returned as they are. Default:
+	// nil, no decryption.
+	Decrypt func(obj *unstructured.Unstructured) (bool, error)
 	// Substitute, when set, replaces post-build variables in every rendered
 	// object, on the objects as kustomize renders them (so a quoted
 	// "${port}" stays a string), as kustomize-controller does. Default:
@@ -90,6 +97,11 @@ func Build(ctx context.Context, dir string, opts BuildOptions) ([]*unstructured.
 	}
 	out := make([]*unstructured.Unstructured, 0, resMap.Size())
 	for _, res := range resMap.Resources() {
+		if opts.Decrypt != nil {
+			if err := decryptResource(res, opts.Decrypt); err != nil {
+				return nil, err
+			}
+		}
 		if opts.Substitute != nil {
 			u, err := substituteResource(res, *opts.Substitute)
 			if err != nil {
@@ -105,6 +117,25 @@ func Build(ctx context.Context, dir string, opts BuildOptions) ([]*unstructured.
 		out = append(out, &unstructured.Unstructured{Object: m})
 	}
 	return out, nil
+}
+
+// decryptResource runs the decrypt hook on res and writes its result
+// back, so that substitution sees the cleartext.
+func decryptResource(res *resource.Resource, decrypt func(*unstructured.Unstructured) (bool, error)) error {
+	m, err := res.Map()
+	if err != nil {
+		return fmt.Errorf("%s: %w", res.CurId(), err)
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	changed, err := decrypt(obj)
+	if err != nil || !changed {
+		return err
+	}
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return fmt.Errorf("%s: %w", res.CurId(), err)
+	}
+	return res.UnmarshalJSON(data)
 }
 
 // loadDir copies the regular files below dir into an in-memory file system

@@ -27,6 +27,9 @@ var specFields = map[string]specFieldPolicy{
 			"healthCheckExprs", "postBuild", "targetNamespace", "serviceAccountName", "force", "suspend",
 			"dependsOn", "deletionPolicy", "patches", "images", "components", "ignoreMissingComponents",
 			"namePrefix", "nameSuffix", "commonMetadata", "buildMetadata", "ignore",
+			// age keys only; documents that only other key types open
+			// stall with UnsupportedField at build time.
+			"decryption.provider", "decryption.secretRef",
 		},
 		check: func(spec reflect.Value) error {
 			return kustomizationUnsupported(&kustomizev1.Kustomization{Spec: spec.Interface().(kustomizev1.KustomizationSpec)})

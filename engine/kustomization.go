@@ -201,7 +201,8 @@ func deletesOnFinalize(obj *kustomizev1.Kustomization) bool {
 
 func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
 	return unsupported(kustomizev1.KustomizationKind,
-		fieldCheck{"spec.decryption", obj.Spec.Decryption != nil},
+		// Cloud KMS workload identity; the keys of the Secret are age.
+		fieldCheck{"spec.decryption.serviceAccountName", obj.Spec.Decryption != nil && obj.Spec.Decryption.ServiceAccountName != ""},
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
 	)
 }

@@ -21,6 +21,11 @@ import (
 	"github.com/cozystack/cozy-aio/source"
 )
 
+// UnusedImageReason is the reason of the Warning Event about an image
+// override (a Kustomization's spec.images) that matches no image of the
+// rendered objects.
+const UnusedImageReason = "UnusedImageOverride"
+
 // build extracts the artifact, builds spec.path with kustomize and Flux's
 // overlay of the spec, substitutes post-build variables and sets the
 // common metadata, in kustomize-controller's order.
@@ -54,6 +59,13 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: generating the kustomization: %w", self, relPaths(err, tmp))), false
 	}
 	bopts := apply.BuildOptions{Root: tmp, AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted}
+	if obj.Spec.Decryption != nil {
+		hook, out, ok := r.decryption(ctx, obj, self, tmp, dir)
+		if !ok {
+			return nil, out, false
+		}
+		bopts.Decrypt = hook
+	}
 	if pb := obj.Spec.PostBuild; pb != nil {
 		vars, err := r.substitutions(ctx, obj, self)
 		if err != nil {
@@ -66,11 +78,20 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 		}
 	}
 	objs, err := apply.Build(ctx, dir, bopts)
+	if err != nil && bopts.Decrypt != nil && isDecryptError(err) {
+		return nil, decryptFailed(self, err), false
+	}
 	if err != nil {
 		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
 	}
 	if cm := obj.Spec.CommonMetadata; cm != nil {
 		ssautils.SetCommonMetadata(objs, cm.Labels, cm.Annotations)
+	}
+	for _, i := range apply.UnusedImages(objs, obj.Spec.Images) {
+		// kustomize ignores an override that matches nothing; a warning
+		// tells, and the build goes on.
+		e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnusedImageReason, "Reconcile",
+			"%s: spec.images[%d] %q matches no image of the rendered objects, the override has no effect", self, i, obj.Spec.Images[i].Name)
 	}
 	for _, o := range objs {
 		// As Flux: ciphertext is never applied as a Secret's data.

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,7 +16,14 @@ import (
 	"github.com/fluxcd/pkg/envsubst"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	"github.com/getsops/sops/v3"
+	"github.com/getsops/sops/v3/aes"
+	"github.com/getsops/sops/v3/cmd/sops/formats"
+	"github.com/getsops/sops/v3/config"
+	"github.com/getsops/sops/v3/stores/dotenv"
+	"github.com/getsops/sops/v3/stores/json"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/sopstest"
 )
 
 // parityFiles is a source that exercises the Kustomization fields that
@@ -53,6 +62,9 @@ data:
   replaced: ${greeting/World/Flux}
   escaped: $${greeting}
   defaulted: ${unset:=fallback}
+  fromcm: ${fromcm:=unset}
+  fromsecret: ${fromsecret:=unset}
+  shared: ${shared:=unset}
 `,
 	"components/extra/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1alpha1
 kind: Component
@@ -87,17 +99,75 @@ func paritySpec(ns string) kustomizev1.KustomizationSpec {
 	}
 }
 
+// parityCorpus is parityFiles plus SOPS-encrypted documents for id: a
+// Secret manifest beside app.yaml, and an env file that the component's
+// secretGenerator reads.
+func parityCorpus(t *testing.T, ns string, id sopstest.Identity) map[string]string {
+	files := map[string]string{}
+	for p, c := range parityFiles {
+		files[p] = c
+	}
+	enc := func(plain string, f formats.Format) string {
+		return string(sopstest.Encrypt(t, []byte(plain), sopstest.Options{Format: f, Recipients: []string{id.Recipient},
+			EncryptedRegex: "^(data|stringData)$"}))
+	}
+	files["app/secret.yaml"] = enc("apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  labels: {app: web}\ndata:\n  password: "+
+		base64.StdEncoding.EncodeToString([]byte("parity-cleartext"))+"\n", formats.Yaml)
+	files["components/extra/kustomization.yaml"] = `apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+resources: [extra.yaml]
+secretGenerator:
+  - name: generated
+    envs: [creds.env]
+`
+	files["components/extra/creds.env"] = enc("TOKEN=generated-cleartext\n", formats.Dotenv)
+	return files
+}
+
+// sopsOpen decrypts a SOPS document with SOPS' own stores and local key
+// service (the identity comes from SOPS_AGE_KEY), without the MAC check,
+// as kustomize-controller decrypts.
+func sopsOpen(t *testing.T, data []byte, f formats.Format) []byte {
+	t.Helper()
+	var store sops.Store = json.NewStore(&config.JSONStoreConfig{})
+	if f == formats.Dotenv {
+		store = dotenv.NewStore(&config.DotenvStoreConfig{})
+	}
+	tree, err := store.LoadEncryptedFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := tree.Metadata.GetDataKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tree.Decrypt(key, aes.NewCipher()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := store.EmitPlainFile(tree.Branches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // fluxSide computes the objects with the libraries Flux uses, without
-// cozy-aio's code: kustomize's own transformers from a hand-written
-// overlay of the spec, fluxcd/pkg/envsubst over each rendered object, and
-// fluxcd/pkg/ssa's SetCommonMetadata, then Flux's owner labels.
-func fluxSide(t *testing.T, ns, name string, spec kustomizev1.KustomizationSpec) []*unstructured.Unstructured {
+// cozy-aio's code, in kustomize-controller's order: SOPS' own API decrypts
+// the secretGenerator's env file, kustomize's own transformers build a
+// hand-written overlay of the spec, SOPS decrypts each object with sops
+// metadata, fluxcd/pkg/envsubst substitutes vars (substituteFrom merged
+// under substitute) in each rendered object, and fluxcd/pkg/ssa's
+// SetCommonMetadata adds commonMetadata, then Flux's owner labels.
+func fluxSide(t *testing.T, ns, name string, spec kustomizev1.KustomizationSpec, files, vars map[string]string) []*unstructured.Unstructured {
 	t.Helper()
 	root := t.TempDir()
-	for p, content := range parityFiles {
+	for p, content := range files {
 		full := filepath.Join(root, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			t.Fatal(err)
+		}
+		if strings.HasSuffix(p, ".env") {
+			content = string(sopsOpen(t, []byte(content), formats.Dotenv))
 		}
 		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -106,7 +176,7 @@ func fluxSide(t *testing.T, ns, name string, spec kustomizev1.KustomizationSpec)
 	overlay := map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
 		"namespace": ns, "namePrefix": spec.NamePrefix, "nameSuffix": spec.NameSuffix,
-		"resources":  []string{"app.yaml"},
+		"resources":  []string{"app.yaml", "secret.yaml"},
 		"components": spec.Components,
 		"patches": []map[string]any{
 			{"patch": paritySMP, "target": map[string]any{"kind": "Deployment", "labelSelector": "app=web"}},
@@ -124,11 +194,20 @@ func fluxSide(t *testing.T, ns, name string, spec kustomizev1.KustomizationSpec)
 	}
 	var out []*unstructured.Unstructured
 	for _, res := range rm.Resources() {
+		if !res.Field("sops").IsNilOrEmpty() {
+			js, err := res.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := res.UnmarshalJSON(sopsOpen(t, js, formats.Json)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		y, err := res.AsYAML()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := envsubst.Eval(string(y), func(k string) (string, bool) { return spec.PostBuild.Substitute[k], true })
+		s, err := envsubst.Eval(string(y), func(k string) (string, bool) { return vars[k], true })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,25 +254,52 @@ func subsetDiff(path string, want, live any) []string {
 	return nil
 }
 
-// TestKustomizationParityWithFlux applies a Kustomization that sets every
-// object-shaping field once and compares each live object, field by field,
-// with what Flux's libraries produce for the same spec.
+// TestKustomizationParityWithFlux applies a corpus that sets every
+// object-shaping field of a Kustomization (patches strategic merge and
+// JSON 6902 with target selectors, images, components, namePrefix and
+// nameSuffix, targetNamespace, commonMetadata, postBuild substitute and
+// substituteFrom, decryption of a SOPS manifest and of a secretGenerator
+// env file) once, and compares each live object, field by field, with
+// what Flux's libraries produce for the same spec.
 func TestKustomizationParityWithFlux(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	gitSource(t, ns, "parity", parityFiles)
+	id := sopstest.NewIdentity(t)
+	// For the Flux side's SOPS key service only: cozy-aio never reads it.
+	t.Setenv("SOPS_AGE_KEY", id.Secret)
+	files := parityCorpus(t, ns, id)
+	gitSource(t, ns, "parity", files)
+	for _, o := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vars", Namespace: ns},
+			Data: map[string]string{"greeting": "from the ConfigMap", "fromcm": "cm-value", "shared": "cm"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "secret-vars", Namespace: ns},
+			Data: map[string][]byte{"fromsecret": []byte("secret-value"), "shared": []byte("secret")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sops-age", Namespace: ns},
+			Data: map[string][]byte{"identity.agekey": []byte(id.Secret)}},
+	} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	startEngine(t, engine.Options{})
 	ks := kustomization(ns, "parity", "parity", "./app")
 	spec := paritySpec(ns)
 	spec.Interval, spec.Path, spec.Prune, spec.SourceRef = ks.Spec.Interval, ks.Spec.Path, ks.Spec.Prune, ks.Spec.SourceRef
+	spec.PostBuild.SubstituteFrom = []kustomizev1.SubstituteReference{{Kind: "ConfigMap", Name: "vars"}, {Kind: "Secret", Name: "secret-vars"}}
+	spec.Decryption = &kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: "sops-age"}}
 	ks.Spec = spec
 	if err := cp.Client.Create(ctx, ks); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ks, readyIs(ks, true), "Ready=True")
 
-	want := fluxSide(t, ns, "parity", spec)
-	if len(want) != 3 || len(ks.Status.Inventory.Entries) != 3 {
+	// substituteFrom in order, then substitute, later values winning.
+	vars := map[string]string{"greeting": "from the ConfigMap", "fromcm": "cm-value", "shared": "secret", "fromsecret": "secret-value"}
+	for k, v := range spec.PostBuild.Substitute {
+		vars[k] = v
+	}
+	want := fluxSide(t, ns, "parity", spec, files, vars)
+	if len(want) != 5 || len(ks.Status.Inventory.Entries) != 5 {
 		t.Fatalf("Flux renders %d objects, the inventory holds %+v", len(want), ks.Status.Inventory)
 	}
 	for _, w := range want {
@@ -212,8 +318,16 @@ func TestKustomizationParityWithFlux(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cm.Data["lower"] != "hello world" || cm.Data["replaced"] != "Hello Flux" || cm.Data["escaped"] != "${greeting}" ||
-		cm.Data["patched"] != "by-json6902" || cm.Labels["team"] != "a" || cm.Annotations["owner"] != "x" {
+		cm.Data["patched"] != "by-json6902" || cm.Labels["team"] != "a" || cm.Annotations["owner"] != "x" ||
+		cm.Data["fromcm"] != "cm-value" || cm.Data["fromsecret"] != "secret-value" || cm.Data["shared"] != "secret" {
 		t.Errorf("settings = %v %v %v", cm.Data, cm.Labels, cm.Annotations)
+	}
+	creds := &corev1.Secret{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p-creds-s"}, creds); err != nil {
+		t.Fatal(err)
+	}
+	if string(creds.Data["password"]) != "parity-cleartext" || creds.Labels["team"] != "a" {
+		t.Errorf("creds = %q %v", creds.Data, creds.Labels)
 	}
 }
 
@@ -354,5 +468,42 @@ sops:
 	}, "Ready=False naming the encrypted Secret")
 	if exists(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}}) {
 		t.Fatal("the encrypted Secret was applied")
+	}
+}
+
+// TestKustomizationWarnsOfUnusedImage checks that an images override that
+// matches no image is a Warning Event naming it, not a failure, and that
+// an override that is used gets no warning.
+func TestKustomizationWarnsOfUnusedImage(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	gitSource(t, ns, "img", parityFiles)
+	startEngine(t, engine.Options{})
+	k := kustomization(ns, "img", "img", "./app")
+	k.Spec.TargetNamespace = ns
+	k.Spec.Images = []kustomize.Image{{Name: "nginx", NewTag: "1.2"}, {Name: "absent", NewName: "registry.example/absent"}}
+	if err := cp.Client.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, k, readyIs(k, true), "Ready=True")
+	var note string
+	waitFor(t, k, func() bool {
+		note = eventNote(t, ns, kustomizev1.KustomizationKind, "img", `spec.images[1] "absent"`)
+		return note != ""
+	}, "a Warning Event naming spec.images[1]")
+	var list eventsv1.EventList
+	if err := cp.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Reason == engine.UnusedImageReason && e.Type != corev1.EventTypeWarning {
+			t.Errorf("%s event is %s, want Warning", e.Reason, e.Type)
+		}
+		if strings.Contains(e.Note, "spec.images[0]") {
+			t.Errorf("the used override gets an event: %s", e.Note)
+		}
+	}
+	if !strings.Contains(note, "Kustomization/"+ns+"/img") || !strings.Contains(note, "no effect") {
+		t.Errorf("note = %q", note)
 	}
 }
