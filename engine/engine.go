@@ -115,6 +115,10 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// warning (for example about Flux's finalizer name) on every write.
 		cfg.WarningHandlerWithContext = ctrllog.NewKubeAPIWarningLogger(ctrllog.KubeAPIWarningLoggerOptions{Deduplicate: true})
 	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = ctrllog.Log
+	}
+	opts.Logger = capVerbosity(opts.Logger)
 	mopts := ctrl.Options{
 		Scheme:                 NewScheme(),
 		Logger:                 opts.Logger,

@@ -18,6 +18,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -163,7 +164,7 @@ func TestNoSecretsInLogsEventsStatusOrMetrics(t *testing.T) {
 		"bucket secret key": bucketSecret, "provider hmac token": hmacToken, "provider header token": headerToken,
 		"slack webhook URL token": slackURLToken, "receiver token": receiverToken, "github receiver token": githubToken,
 		"substituted secret value": substituted,
-		"SSH private key": pemBody(sshKey), "TLS client private key": pemBody(clientKey),
+		"SSH private key":          pemBody(sshKey), "TLS client private key": pemBody(clientKey),
 	}, [][2]string{{gitUser, gitPass}, {gitUser, gitWrong}, {ociUser, ociPass}, {ociUser, ociWrong}, {helmUser, helmPass}, {helmUser, helmWrong}})
 
 	// Real servers: Git and a registry with basic auth, Helm repositories
@@ -379,6 +380,9 @@ func TestNoSecretsInLogsEventsStatusOrMetrics(t *testing.T) {
 	}
 	findLeaks(t, "/metrics", string(metrics), needles)
 	text := logs.String()
+	if p := os.Getenv("COZY_SECURITY_LOG"); p != "" {
+		_ = os.WriteFile(p, []byte(text), 0o600)
+	}
 	if !strings.Contains(text, "git-wrong") {
 		t.Fatalf("the captured logs do not show the failing objects (%d bytes): the capture misses the engine's logger", len(text))
 	}
@@ -416,7 +420,9 @@ func TestServiceAccountCannotEscalate(t *testing.T) {
 	sa := "deployer"
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
-		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"*"}},
+		// Every verb but escalate and bind, which "*" would include.
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	}
 	createObjects(t,
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
@@ -425,6 +431,12 @@ func TestServiceAccountCannotEscalate(t *testing.T) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}},
 	)
+	// A ClusterRole wider than the account (the built-in admin role is
+	// empty here: no controller manager aggregates it).
+	secrets := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-secrets"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}
+	createObjects(t, secrets)
+	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), secrets) })
 	binding := func(name, kind, role string) string {
 		return "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: " + name + "\n  namespace: " + ns +
 			"\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: " + kind + "\n  name: " + role +
@@ -434,7 +446,7 @@ func TestServiceAccountCannotEscalate(t *testing.T) {
 		"within/rb.yaml":   binding("within", "Role", sa),
 		"admin/rb.yaml":    binding("to-cluster-admin", "ClusterRole", "cluster-admin"),
 		"wider/role.yaml":  "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: secrets-reader\n  namespace: " + ns + "\nrules:\n- apiGroups: ['']\n  resources: [secrets]\n  verbs: [get, list]\n",
-		"selfbind/rb.yaml": binding("to-admin", "ClusterRole", "admin"),
+		"selfbind/rb.yaml": binding("to-secrets", "ClusterRole", ns+"-secrets"),
 	})
 	startEngine(t, engine.Options{})
 	as := func(name, path string) *kustomizev1.Kustomization {
@@ -454,7 +466,7 @@ func TestServiceAccountCannotEscalate(t *testing.T) {
 	}{
 		{admin, "RoleBinding/" + ns + "/to-cluster-admin", &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "to-cluster-admin", Namespace: ns}}},
 		{wider, "Role/" + ns + "/secrets-reader", &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "secrets-reader", Namespace: ns}}},
-		{selfbind, "RoleBinding/" + ns + "/to-admin", &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "to-admin", Namespace: ns}}},
+		{selfbind, "RoleBinding/" + ns + "/to-secrets", &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "to-secrets", Namespace: ns}}},
 	} {
 		k := tc.k
 		waitFor(t, k, readyIs(k, false), "Ready=False")
