@@ -350,29 +350,29 @@ func (e *Engine) Add(r manager.Runnable) error {
 // are GETs, and no handler reads a body.
 const maxHealthBody = 4 << 10
 
-// boundBody answers 413 to a request whose body is larger than max: at
-// once when its declared length says so, after reading max+1 bytes at most
+// boundBody answers 413 to a request whose body is larger than limit: at
+// once when its declared length says so, after reading limit+1 bytes at most
 // when it has no declared length (chunked). Memory held per request stays
-// under max.
-func boundBody(h http.Handler, max int64) http.Handler {
+// under limit.
+func boundBody(h http.Handler, limit int64) http.Handler {
 	tooLarge := func(w http.ResponseWriter) {
 		w.Header().Set("Connection", "close")
 		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > max {
+		if r.ContentLength > limit {
 			tooLarge(w)
 			return
 		}
 		if r.ContentLength < 0 {
-			b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-			if err != nil || int64(len(b)) > max {
+			b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+			if err != nil || int64(len(b)) > limit {
 				tooLarge(w)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, max)
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		h.ServeHTTP(w, r)
 	})
 }
