@@ -49,10 +49,15 @@ func FuzzChartArchive(f *testing.F) {
 				"templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
 		}
 		// A chart at an artifact's root: named, then moved under its name.
+		// ChartName stops reading at Chart.yaml, so an archive cut after it
+		// is named and then refused by Repack (the engine reports Repack's
+		// error); a crasher in testdata/fuzz keeps that case.
 		if name, err := source.ChartName(bytes.NewReader(data)); err == nil && name != "" {
 			var moved bytes.Buffer
-			if err := source.Repack(&moved, bytes.NewReader(data), name+"/"); err != nil {
-				t.Fatalf("ChartName read the archive, Repack failed: %v", err)
+			if err := source.Repack(&moved, bytes.NewReader(data), name+"/"); err == nil {
+				if _, err := source.ChartName(bytes.NewReader(moved.Bytes())); err != nil {
+					t.Fatalf("a re-packed archive does not read again: %v", err)
+				}
 			}
 		}
 		md, err := helmrepo.VerifyChart(data, "demo", "")
