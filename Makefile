@@ -106,6 +106,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseIndex$$' -fuzztime $(FUZZTIME) ./source/helmrepo/
 	$(GO) test -run '^$$' -fuzz '^FuzzNewIndex$$' -fuzztime $(FUZZTIME) ./source/bucket/
 	$(GO) test -run '^$$' -fuzz '^FuzzReceiverVerify$$' -fuzztime $(FUZZTIME) ./notify/
+	$(GO) test -run '^$$' -fuzz '^FuzzChartArchive$$' -fuzztime $(FUZZTIME) ./source/helmrepo/
+	$(GO) test -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime $(FUZZTIME) ./apply/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDependsOn$$' -fuzztime $(FUZZTIME) ./engine/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -116,6 +118,10 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// warning (for example about Flux's finalizer name) on every write.
 		cfg.WarningHandlerWithContext = ctrllog.NewKubeAPIWarningLogger(ctrllog.KubeAPIWarningLoggerOptions{Deduplicate: true})
 	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = ctrllog.Log
+	}
+	opts.Logger = capVerbosity(opts.Logger)
 	mopts := ctrl.Options{
 		Scheme:                 NewScheme(),
 		Logger:                 opts.Logger,
@@ -347,6 +353,37 @@ func (e *Engine) Add(r manager.Runnable) error {
 	})})
 }
 
+// maxHealthBody bounds a request body to the health server: its endpoints
+// are GETs, and no handler reads a body.
+const maxHealthBody = 4 << 10
+
+// boundBody answers 413 to a request whose body is larger than limit: at
+// once when its declared length says so, after reading limit+1 bytes at most
+// when it has no declared length (chunked). Memory held per request stays
+// under limit.
+func boundBody(h http.Handler, limit int64) http.Handler {
+	tooLarge := func(w http.ResponseWriter) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			tooLarge(w)
+			return
+		}
+		if r.ContentLength < 0 {
+			b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+			if err != nil || int64(len(b)) > limit {
+				tooLarge(w)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		h.ServeHTTP(w, r)
+	})
+}
+
 func (e *Engine) serveHealth(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
@@ -374,7 +411,10 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("health server on %s: %w", e.opts.HealthAddr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Bounded like the webhook server: small headers, no request body
+	// worth reading, and no slow request holding a connection.
+	srv := &http.Server{Handler: boundBody(mux, maxHealthBody), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

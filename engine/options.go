@@ -84,7 +84,9 @@ type Options struct {
 	// Registry collects the engine's metrics. Default: controller-runtime's
 	// global registry, which also holds its workqueue metrics.
 	Registry *prometheus.Registry
-	// Logger is the engine's logger. Default: controller-runtime's.
+	// Logger is the engine's logger. Default: controller-runtime's. New
+	// passes on no level above V(7): client-go logs request and response
+	// bodies, Secrets among them, at V(8) and above.
 	Logger logr.Logger
 	// DefaultInterval is used for objects whose interval is zero.
 	// Default: 10m.

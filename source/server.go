@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -27,8 +28,9 @@ type ServerOptions struct {
 
 // Server serves a store over HTTP with Flux's layout,
 // GET /<kind>/<namespace>/<name>/<file>. It serves complete artifacts
-// only, and refuses paths with ".." segments, hidden files and anything
-// that is not a regular file four levels deep.
+// only, and refuses paths with ".." segments or encoded dots, separators
+// or NULs, hidden files, symlinks that leave the store, and anything that
+// is not a regular file four levels deep.
 type Server struct {
 	store *Store
 	ln    net.Listener
@@ -90,7 +92,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad path", http.StatusBadRequest)
 		return
 	}
-	f, err := os.Open(s.store.Path(Artifact{Path: p}))
+	// Opened through an os.Root: a symlink in the store that points out of
+	// it is refused, whatever wrote it there.
+	root, err := os.OpenRoot(s.store.Root())
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.FromSlash(p))
 	if err != nil {
 		http.NotFound(w, r)
 		return
@@ -109,7 +119,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // that neither "/../" nor "%2e%2e" gets through.
 func artifactPath(r *http.Request) (string, bool) {
 	for _, raw := range []string{r.URL.RawPath, r.URL.Path, r.RequestURI} {
-		if strings.Contains(raw, "..") || strings.Contains(strings.ToLower(raw), "%2e%2e") {
+		lower := strings.ToLower(raw)
+		if strings.Contains(raw, "..") || strings.Contains(lower, "%2e") {
+			return "", false
+		}
+		// An encoded separator or NUL never names an artifact.
+		if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") || strings.Contains(lower, "%00") {
 			return "", false
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -213,7 +214,16 @@ func (cp *ControlPlane) Namespace(t testing.TB) string {
 //
 // A control plane that cannot start fails the package with a clear message;
 // it never hangs and never skips silently.
+//
+// A fuzzing run that selects no test (go test -run '^$' -fuzz X, as make
+// fuzz does) and every fuzz worker process start no control plane: fuzz
+// targets are pure, a worker would wait forever for the machine lock its
+// coordinator holds, and the coordinator would hold that lock for the whole
+// fuzz time. *cp stays nil there.
 func Run(m *testing.M, cp **ControlPlane, opts ControlPlaneOptions) int {
+	if fuzzingOnly() {
+		return m.Run()
+	}
 	started, err := StartControlPlane(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
@@ -225,6 +235,24 @@ func Run(m *testing.M, cp **ControlPlane, opts ControlPlaneOptions) int {
 		fmt.Fprintf(os.Stderr, "testenv: stopping the control plane: %v\n", err)
 	}
 	return code
+}
+
+// fuzzingOnly reports whether this test binary only fuzzes: it is a fuzz
+// worker, or it fuzzes with -run '^$'.
+func fuzzingOnly() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	value := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	if value("test.fuzzworker") == "true" {
+		return true
+	}
+	return value("test.fuzz") != "" && value("test.run") == "^$"
 }
 
 // lockMachine serialises control planes built from the same binaries.
