@@ -109,6 +109,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzChartArchive$$' -fuzztime $(FUZZTIME) ./source/helmrepo/
 	$(GO) test -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime $(FUZZTIME) ./apply/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDependsOn$$' -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./apply/decrypt/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:
