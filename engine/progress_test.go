@@ -197,10 +197,17 @@ func TestReconcileLogs(t *testing.T) {
 	if len(of("good", "Helm action started")) != 1 || len(of("good", "Helm action finished")) != 1 {
 		t.Errorf("want the install's start and end logged once each: %v", of("good", "Helm action"))
 	}
+	// The outcome is logged right after the status is written: wait for it.
 	var failure map[string]any
-	for _, l := range of("bad", "") {
-		if l["level"] == "error" && strings.Contains(l["error"].(string), "ConfigMap "+ns+"/nowhere") {
-			failure = l
+	deadline := time.Now().Add(10 * time.Second)
+	for failure == nil && time.Now().Before(deadline) {
+		for _, l := range of("bad", "") {
+			if e, _ := l["error"].(string); l["level"] == "error" && strings.Contains(e, "ConfigMap "+ns+"/nowhere") {
+				failure = l
+			}
+		}
+		if failure == nil {
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	if failure == nil || failure["reconcileID"] == nil {

@@ -79,6 +79,7 @@ type requestAuditEvent struct {
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 }
 
@@ -89,6 +90,10 @@ func (ev requestAuditEvent) key() string {
 		return ev.Verb + " " + path
 	}
 	res := ev.ObjectRef.Resource
+	if res == "configmaps" && strings.HasSuffix(ev.ObjectRef.Name, "shard-assignment") {
+		// The leader's published shard assignment is no release's object.
+		res = "configmaps(shard-assignment)"
+	}
 	if ev.ObjectRef.Subresource != "" {
 		res += "/" + ev.ObjectRef.Subresource
 	}
