@@ -3,6 +3,7 @@ package apply
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -32,12 +33,20 @@ func TestImpersonatedApplyOutsideRBACIsForbidden(t *testing.T) {
 	a := newApplier(t, Options{Impersonate: ServiceAccount{Namespace: ns, Name: "tenant"}})
 
 	allowed := objects(t, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok, namespace: NS}\n")
-	if _, err := a.Apply(ctx, allowed, ApplyOptions{}); err != nil {
+	// The API server's authorizer learns of the new RoleBinding through
+	// its own watch, a moment after the create returns.
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err = a.Apply(ctx, allowed, ApplyOptions{}); err == nil || !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
 		t.Fatalf("apply within RBAC: %v", err)
 	}
 
 	denied := objects(t, ns, "apiVersion: v1\nkind: Secret\nmetadata: {name: nope, namespace: NS}\nstringData: {k: v}\n")
-	_, err := a.Apply(ctx, denied, ApplyOptions{})
+	_, err = a.Apply(ctx, denied, ApplyOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("error = %v, want Forbidden", err)
 	}
