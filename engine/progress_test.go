@@ -138,13 +138,17 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	defer s.mu.Unlock()
 	var out []map[string]any
 	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		m := map[string]any{}
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("log line is not JSON: %s", sc.Text())
 		}
 		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		// A line the scanner cannot hold would hide every later one.
+		t.Fatalf("reading the log after %d lines: %v", len(out), err)
 	}
 	return out
 }
