@@ -187,6 +187,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	defer cleanup()
 	opts := helmOptions(obj, chartPath, values)
+	opts.PostRender.Rendered = e.warnUnusedImages(obj, self)
 	var stopProgress func()
 	opts.Starting, stopProgress = e.actionProgress(ctx, obj, self)
 	state := helmState(obj)
@@ -205,6 +206,13 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	obj.Status.StorageNamespace = rel.StorageNamespace
 	obj.Status.LastAttemptedConfigDigest = configDigest(art.Digest, values)
 	res, err := mgr.Reconcile(ctx, rel, opts, state)
+	if errors.Is(err, helm.ErrRecordConflict) && ctx.Err() == nil {
+		// Another holder wrote the release since this one read it (two
+		// replicas ran it in a hand-off window): what it wrote is the
+		// release now. Read it again and report that, rather than a
+		// failure that could land after the other holder's outcome.
+		res, err = mgr.Reconcile(ctx, rel, opts, state)
+	}
 	stopProgress()
 	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)

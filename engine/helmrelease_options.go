@@ -1,22 +1,24 @@
 package engine
 
 import (
-	"time"
-
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/go-logr/logr"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 
+	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
 
@@ -336,6 +338,37 @@ func postRender(obj *helmv2.HelmRelease) helm.PostRender {
 		p.Labels, p.Annotations = cm.Labels, cm.Annotations
 	}
 	return p
+}
+
+// warnUnusedImages returns a PostRender.Rendered that records a Warning
+// Event for each post-renderer image override matching no image of what
+// that post-renderer rendered, as for a Kustomization's spec.images.
+func (e *Engine) warnUnusedImages(obj *helmv2.HelmRelease, self nodeRef) func(int, []byte) {
+	var specIndex []int // overlay index → spec.postRenderers index
+	for i, r := range obj.Spec.PostRenderers {
+		if r.Kustomize != nil {
+			specIndex = append(specIndex, i)
+		}
+	}
+	return func(overlay int, out []byte) {
+		if overlay >= len(specIndex) {
+			return
+		}
+		i := specIndex[overlay]
+		images := obj.Spec.PostRenderers[i].Kustomize.Images
+		if len(images) == 0 {
+			return
+		}
+		objs, err := apply.ReadObjects(bytes.NewReader(out), "post-renderer")
+		if err != nil {
+			return
+		}
+		for _, j := range apply.UnusedImages(objs, images) {
+			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnusedImageReason, "Reconcile",
+				"%s: spec.postRenderers[%d].kustomize.images[%d] %q matches no image of the rendered objects, the override has no effect",
+				self, i, j, images[j].Name)
+		}
+	}
 }
 
 func kustSelector(s *kustomize.Selector) *kusttypes.Selector {

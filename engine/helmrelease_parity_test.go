@@ -109,7 +109,7 @@ func TestHelmReleasePostRenderers(t *testing.T) {
 			{Patch: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: any\ndata:\n  patched: smp\n", Target: &kustomize.Selector{Kind: "ConfigMap"}},
 			{Patch: "- op: replace\n  path: /data/color\n  value: green\n", Target: &kustomize.Selector{Kind: "ConfigMap", Name: "app-settings"}},
 		},
-		Images: []kustomize.Image{{Name: "nginx", NewName: "registry.example/nginx", NewTag: "1.2"}},
+		Images: []kustomize.Image{{Name: "nginx", NewName: "registry.example/nginx", NewTag: "1.2"}, {Name: "absent", NewTag: "9"}},
 	}}}
 	hr.Spec.CommonMetadata = &helmv2.CommonMetadata{
 		Labels:      map[string]string{"team": "a", "helm.toolkit.fluxcd.io/name": "overridden"},
@@ -146,6 +146,13 @@ func TestHelmReleasePostRenderers(t *testing.T) {
 	}
 	if dep.Spec.Selector.MatchLabels["team"] != "" || dep.Spec.Template.Labels["team"] != "" {
 		t.Errorf("common labels reached selectors or templates: %v %v", dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels)
+	}
+	// An override that matches no image: a warning, not a failure.
+	waitFor(t, hr, func() bool {
+		return eventNote(t, ns, helmv2.HelmReleaseKind, "app", `spec.postRenderers[0].kustomize.images[1] "absent"`) != ""
+	}, "a Warning Event naming the unused image override")
+	if note := eventNote(t, ns, helmv2.HelmReleaseKind, "app", "kustomize.images[0]"); note != "" {
+		t.Errorf("the used override gets an event: %s", note)
 	}
 }
 

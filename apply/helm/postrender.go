@@ -30,6 +30,10 @@ type PostRender struct {
 	// /namespace). They name the release's owner, so they are not part of
 	// the release's digest.
 	OriginLabels map[string]string `json:"-"`
+	// Rendered, when set, is called with each kustomize overlay's index
+	// and its output, for checks that do not change it (the engine warns
+	// of image overrides that match nothing). Not part of the digest.
+	Rendered func(overlay int, out []byte) `json:"-"`
 }
 
 // KustomizeOverlay is one kustomize post-renderer: patches (strategic
@@ -60,6 +64,9 @@ func (p PostRender) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 		var err error
 		if out, err = k.run(out); err != nil {
 			return nil, fmt.Errorf("post-renderer %d (kustomize): %w", i, err)
+		}
+		if p.Rendered != nil {
+			p.Rendered(i, out.Bytes())
 		}
 	}
 	var transformers []resmap.Transformer

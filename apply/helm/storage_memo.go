@@ -107,6 +107,11 @@ func (d *memoDriver) Get(key string) (ri.Releaser, error) {
 
 func (d *memoDriver) Create(key string, rls ri.Releaser) error {
 	if err := d.Driver.Create(key, rls); err != nil {
+		if r, ok := rls.(*releasev1.Release); ok && errors.Is(err, driver.ErrReleaseExists) && d.wrote != nil {
+			// Someone else wrote it: the release has records, whatever
+			// a watch that has not seen them yet says.
+			d.wrote(r.Name)
+		}
 		return err
 	}
 	d.remember(rls)
