@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cozystack/cozy-aio/internal/demo"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,34 +35,10 @@ type controlPlaneFaults struct {
 // childPID finds the running child of this process whose executable is
 // named name.
 func childPID(name string) (int, error) {
-	self := os.Getpid()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
+	if pid, ok := demo.ChildProcesses()[name]; ok {
+		return pid, nil
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == self && s[open+1:end] == name {
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("no running %s child of process %d", name, self)
+	return 0, fmt.Errorf("no running %s child of process %d", name, os.Getpid())
 }
 
 // RestartAPIServer kills kube-apiserver with SIGKILL (mid-request, as a

@@ -202,7 +202,7 @@ func (h *harness) idle(ctx context.Context) error {
 // controlPlaneCPU is the CPU time so far of the kube-apiserver and etcd
 // the harness started (its child processes of those names).
 func (h *harness) controlPlaneCPU() (api, etcd time.Duration) {
-	for name, pid := range childProcesses() {
+	for name, pid := range ChildProcesses() {
 		_, cpu := procUsage(pid)
 		switch name {
 		case "kube-apiserver":
@@ -214,9 +214,9 @@ func (h *harness) controlPlaneCPU() (api, etcd time.Duration) {
 	return api, etcd
 }
 
-// childProcesses maps the command names of this process's children to
-// their pids.
-func childProcesses() map[string]int {
+// ChildProcesses maps the command names of this process's running
+// children (zombies left out) to their pids.
+func ChildProcesses() map[string]int {
 	out := map[string]int{}
 	ents, _ := os.ReadDir("/proc")
 	self := strconv.Itoa(os.Getpid())
@@ -235,7 +235,7 @@ func childProcesses() map[string]int {
 			continue
 		}
 		f := strings.Fields(s[end+1:])
-		if len(f) > 1 && f[1] == self {
+		if len(f) > 1 && f[0] != "Z" && f[1] == self {
 			out[s[open+1:end]] = pid
 		}
 	}
