@@ -62,32 +62,8 @@ type BuildOptions struct {
 // Build reads the directory into memory first, so a kustomization can never
 // load a file outside dir, and dir is never written.
 func Build(ctx context.Context, dir string, opts BuildOptions) ([]*unstructured.Unstructured, error) {
-	if opts.MaxBytes == 0 {
-		opts.MaxBytes = 64 << 20
-	}
-	if opts.Root == "" {
-		opts.Root = dir
-	}
-	rel, err := filepath.Rel(opts.Root, dir)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil, fmt.Errorf("building %s: the directory is not below %s", dir, opts.Root)
-	}
-	at := path.Join("/", filepath.ToSlash(rel))
-	mem, err := loadDir(ctx, opts.Root, opts.MaxBytes)
+	mem, at, err := load(ctx, dir, &opts)
 	if err != nil {
-		return nil, err
-	}
-	if !hasKustomization(mem, at) {
-		if err := generateKustomization(mem, at); err != nil {
-			return nil, fmt.Errorf("generating a kustomization for %s: %w", dir, err)
-		}
-	}
-	if !opts.AllowRemoteBases {
-		if err := checkNoRemote(mem, at, map[string]bool{}); err != nil {
-			return nil, fmt.Errorf("building %s: %w", dir, err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
@@ -117,6 +93,38 @@ func Build(ctx context.Context, dir string, opts BuildOptions) ([]*unstructured.
 		out = append(out, &unstructured.Unstructured{Object: m})
 	}
 	return out, nil
+}
+
+// load reads opts.Root into memory (opts' defaults filled in) and returns
+// it with dir's path in it, a kustomization generated there when dir has
+// none, and remote bases refused unless allowed.
+func load(ctx context.Context, dir string, opts *BuildOptions) (filesys.FileSystem, string, error) {
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = 64 << 20
+	}
+	if opts.Root == "" {
+		opts.Root = dir
+	}
+	rel, err := filepath.Rel(opts.Root, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, "", fmt.Errorf("building %s: the directory is not below %s", dir, opts.Root)
+	}
+	at := path.Join("/", filepath.ToSlash(rel))
+	mem, err := loadDir(ctx, opts.Root, opts.MaxBytes)
+	if err != nil {
+		return nil, "", err
+	}
+	if !hasKustomization(mem, at) {
+		if err := generateKustomization(mem, at); err != nil {
+			return nil, "", fmt.Errorf("generating a kustomization for %s: %w", dir, err)
+		}
+	}
+	if !opts.AllowRemoteBases {
+		if err := checkNoRemote(mem, at, map[string]bool{}); err != nil {
+			return nil, "", fmt.Errorf("building %s: %w", dir, err)
+		}
+	}
+	return mem, at, ctx.Err()
 }
 
 // decryptResource runs the decrypt hook on res and writes its result

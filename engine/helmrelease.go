@@ -187,7 +187,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	defer cleanup()
 	opts := helmOptions(obj, chartPath, values)
-	opts.PostRender.Rendered = e.warnUnusedImages(obj, self)
+	opts.PostRender.Rendered = e.warnPostRenderers(obj, self)
 	var stopProgress func()
 	opts.Starting, stopProgress = e.actionProgress(ctx, obj, self)
 	state := helmState(obj)
@@ -200,6 +200,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 		ServiceAccountNamespace: obj.Namespace,
 	}
+	opts.Known = knownRevision(obj, rel)
 	obj.Status.LastAttemptedRevision = art.Revision
 	obj.Status.LastAttemptedRevisionDigest = art.Digest
 	obj.Status.LastAttemptedGeneration = obj.Generation

@@ -10,7 +10,9 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/go-logr/logr"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
@@ -286,6 +288,31 @@ func deployedTime(t time.Time) metav1.Time {
 	return metav1.NewTime(t)
 }
 
+// knownRevision is the latest revision as the object's status recorded
+// it, when Ready says that revision is in sync: what Helm's record would
+// give, so that a release still in sync is confirmed without reading its
+// records and its status stays as it is (helm.ReconcileOptions.Known).
+// Nil when the status says anything else.
+func knownRevision(obj *helmv2.HelmRelease, rel helm.Release) *helm.Result {
+	h := obj.Status.History
+	ready := conditions.Get(obj, meta.ReadyCondition)
+	if len(h) == 0 || h[0] == nil || h[0].Status != rcommon.StatusDeployed.String() || ready == nil || ready.Status != metav1.ConditionTrue {
+		return nil
+	}
+	chart := h[0].ChartName + "-" + h[0].ChartVersion
+	for _, verb := range []helm.Action{helm.ActionInstall, helm.ActionUpgrade, helm.ActionRollback} {
+		if ready.Message == fmt.Sprintf("Helm %s succeeded for release %s/%s.v%d with chart %s", verb, rel.Namespace, rel.Name, h[0].Version, chart) {
+			return &helm.Result{
+				Revision: h[0].Version, Status: h[0].Status, Chart: chart,
+				// As Helm words it; actionVerb reads the verb back.
+				Description:   strings.ToUpper(string(verb[:1])) + string(verb[1:]) + " complete",
+				FirstDeployed: h[0].FirstDeployed.Time, LastDeployed: h[0].LastDeployed.Time,
+			}
+		}
+	}
+	return nil
+}
+
 // splitChart splits Helm's "name-version" at the last dash before a digit.
 func splitChart(s string) (string, string) {
 	for i := len(s) - 1; i > 0; i-- {
@@ -340,21 +367,37 @@ func postRender(obj *helmv2.HelmRelease) helm.PostRender {
 	return p
 }
 
-// warnUnusedImages returns a PostRender.Rendered that records a Warning
-// Event for each post-renderer image override matching no image of what
-// that post-renderer rendered, as for a Kustomization's spec.images.
-func (e *Engine) warnUnusedImages(obj *helmv2.HelmRelease, self nodeRef) func(int, []byte) {
+// warnPostRenderers returns a PostRender.Rendered that records a Warning
+// Event for each post-renderer patch whose target selects no object of
+// what the post-renderer was given, and for each image override matching
+// no image of what it rendered, as for a Kustomization's spec.patches and
+// spec.images.
+func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self nodeRef) func(int, []byte, []byte) {
 	var specIndex []int // overlay index → spec.postRenderers index
 	for i, r := range obj.Spec.PostRenderers {
 		if r.Kustomize != nil {
 			specIndex = append(specIndex, i)
 		}
 	}
-	return func(overlay int, out []byte) {
+	return func(overlay int, in, out []byte) {
 		if overlay >= len(specIndex) {
 			return
 		}
 		i := specIndex[overlay]
+		patches := obj.Spec.PostRenderers[i].Kustomize.Patches
+		targets := make([]*kusttypes.Selector, len(patches))
+		for j, p := range patches {
+			targets[j] = kustSelector(p.Target)
+		}
+		idx, err := apply.UnmatchedTargets(in, targets)
+		if err != nil {
+			e.log().V(1).Info("checking post-renderer patch targets", "helmrelease", self.String(), "error", err.Error())
+		}
+		for _, j := range idx {
+			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnmatchedPatchReason, "Reconcile",
+				"%s: spec.postRenderers[%d].kustomize.patches[%d] target %s matches no object, the patch has no effect",
+				self, i, j, describeSelector(patches[j].Target))
+		}
 		images := obj.Spec.PostRenderers[i].Kustomize.Images
 		if len(images) == 0 {
 			return

@@ -108,6 +108,7 @@ func TestHelmReleasePostRenderers(t *testing.T) {
 		Patches: []kustomize.Patch{
 			{Patch: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: any\ndata:\n  patched: smp\n", Target: &kustomize.Selector{Kind: "ConfigMap"}},
 			{Patch: "- op: replace\n  path: /data/color\n  value: green\n", Target: &kustomize.Selector{Kind: "ConfigMap", Name: "app-settings"}},
+			{Patch: "- op: add\n  path: /data/never\n  value: x\n", Target: &kustomize.Selector{Kind: "ConfigMap", Name: "missing"}},
 		},
 		Images: []kustomize.Image{{Name: "nginx", NewName: "registry.example/nginx", NewTag: "1.2"}, {Name: "absent", NewTag: "9"}},
 	}}}
@@ -153,6 +154,15 @@ func TestHelmReleasePostRenderers(t *testing.T) {
 	}, "a Warning Event naming the unused image override")
 	if note := eventNote(t, ns, helmv2.HelmReleaseKind, "app", "kustomize.images[0]"); note != "" {
 		t.Errorf("the used override gets an event: %s", note)
+	}
+	// A patch whose target selects nothing: a warning too, naming it.
+	waitFor(t, hr, func() bool {
+		return eventNote(t, ns, helmv2.HelmReleaseKind, "app", `spec.postRenderers[0].kustomize.patches[2] target {kind="ConfigMap", name="missing"} matches no object`) != ""
+	}, "a Warning Event naming the patch that matches nothing")
+	for _, i := range []string{"0", "1"} {
+		if note := eventNote(t, ns, helmv2.HelmReleaseKind, "app", "kustomize.patches["+i+"]"); note != "" {
+			t.Errorf("a patch that applied gets an event: %s", note)
+		}
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/health"
@@ -25,6 +28,11 @@ import (
 // override (a Kustomization's spec.images) that matches no image of the
 // rendered objects.
 const UnusedImageReason = "UnusedImageOverride"
+
+// UnmatchedPatchReason is the reason of the Warning Event about a patch
+// (a Kustomization's spec.patches, a HelmRelease post-renderer's patches)
+// whose target selects no object.
+const UnmatchedPatchReason = "UnmatchedPatchTarget"
 
 // build extracts the artifact, builds spec.path with kustomize and Flux's
 // overlay of the spec, substitutes post-build variables and sets the
@@ -93,6 +101,7 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 		e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnusedImageReason, "Reconcile",
 			"%s: spec.images[%d] %q matches no image of the rendered objects, the override has no effect", self, i, obj.Spec.Images[i].Name)
 	}
+	r.warnUnmatchedPatches(ctx, obj, self, dir, bopts)
 	for _, o := range objs {
 		// As Flux: ciphertext is never applied as a Secret's data.
 		if _, sops, _ := unstructured.NestedFieldNoCopy(o.Object, "sops"); sops && o.GetKind() == "Secret" && o.GetAPIVersion() == "v1" {
@@ -109,6 +118,38 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 		}
 	}
 	return objs, outcome{}, true
+}
+
+// warnUnmatchedPatches records a Warning Event for each spec.patches
+// entry whose target selects no object: kustomize (and Flux) apply it to
+// nothing and say nothing, so the build goes on as Flux's would.
+func (r *kustomizationReconciler) warnUnmatchedPatches(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef, dir string, bopts apply.BuildOptions) {
+	targets := make([]*kusttypes.Selector, len(obj.Spec.Patches))
+	for i, p := range obj.Spec.Patches {
+		targets[i] = kustSelector(p.Target)
+	}
+	bopts.Decrypt, bopts.Substitute = nil, nil
+	idx, err := apply.UnmatchedPatchTargets(ctx, dir, bopts, targets)
+	if err != nil {
+		r.e.log().V(1).Info("checking patch targets", "kustomization", self.String(), "error", err.Error())
+		return
+	}
+	for _, i := range idx {
+		r.e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnmatchedPatchReason, "Reconcile",
+			"%s: spec.patches[%d] target %s matches no object, the patch has no effect", self, i, describeSelector(obj.Spec.Patches[i].Target))
+	}
+}
+
+// describeSelector writes a patch target as a user wrote it.
+func describeSelector(s *kustomize.Selector) string {
+	var parts []string
+	for _, kv := range [][2]string{{"group", s.Group}, {"version", s.Version}, {"kind", s.Kind}, {"name", s.Name},
+		{"namespace", s.Namespace}, {"labelSelector", s.LabelSelector}, {"annotationSelector", s.AnnotationSelector}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+strconv.Quote(kv[1]))
+		}
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // relPaths hides the temporary directory in build errors, so that they

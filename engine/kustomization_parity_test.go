@@ -22,6 +22,7 @@ import (
 	"github.com/getsops/sops/v3/config"
 	"github.com/getsops/sops/v3/stores/dotenv"
 	"github.com/getsops/sops/v3/stores/json"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -474,7 +475,7 @@ sops:
 // TestKustomizationWarnsOfUnusedImage checks that an images override that
 // matches no image is a Warning Event naming it, not a failure, and that
 // an override that is used gets no warning.
-func TestKustomizationWarnsOfUnusedImage(t *testing.T) {
+func TestKustomizationWarnsOfUnusedImageAndPatch(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	gitSource(t, ns, "img", parityFiles)
@@ -482,6 +483,13 @@ func TestKustomizationWarnsOfUnusedImage(t *testing.T) {
 	k := kustomization(ns, "img", "img", "./app")
 	k.Spec.TargetNamespace = ns
 	k.Spec.Images = []kustomize.Image{{Name: "nginx", NewTag: "1.2"}, {Name: "absent", NewName: "registry.example/absent"}}
+	// Patches see objects before the prefix: the first matches web by
+	// its original name; the second selects nothing.
+	k.Spec.NamePrefix = "p-"
+	k.Spec.Patches = []kustomize.Patch{
+		{Patch: `[{"op":"add","path":"/metadata/annotations","value":{"patched":"yes"}}]`, Target: &kustomize.Selector{Kind: "Deployment", Name: "web"}},
+		{Patch: `[{"op":"add","path":"/metadata/annotations","value":{"patched":"yes"}}]`, Target: &kustomize.Selector{Kind: "Service", LabelSelector: "app=web"}},
+	}
 	if err := cp.Client.Create(ctx, k); err != nil {
 		t.Fatal(err)
 	}
@@ -505,5 +513,16 @@ func TestKustomizationWarnsOfUnusedImage(t *testing.T) {
 	}
 	if !strings.Contains(note, "Kustomization/"+ns+"/img") || !strings.Contains(note, "no effect") {
 		t.Errorf("note = %q", note)
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "p-web", Namespace: ns}}
+	if !exists(t, dep) || dep.Annotations["patched"] != "yes" {
+		t.Errorf("the patch by original name did not apply: %v", dep.Annotations)
+	}
+	waitFor(t, k, func() bool {
+		note = eventNote(t, ns, kustomizev1.KustomizationKind, "img", `spec.patches[1] target {kind="Service", labelSelector="app=web"} matches no object`)
+		return note != ""
+	}, "a Warning Event naming spec.patches[1]")
+	if n := eventNote(t, ns, kustomizev1.KustomizationKind, "img", "spec.patches[0]"); n != "" {
+		t.Errorf("the patch that applied gets an event: %s", n)
 	}
 }

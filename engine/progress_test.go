@@ -13,6 +13,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -161,7 +162,11 @@ func TestReconcileLogs(t *testing.T) {
 	ns := cp.Namespace(t)
 	reg := chartRegistry(t, demoChart("1.0.0"))
 	var buf syncBuffer
-	startEngine(t, engine.Options{Logger: zap.New(zap.WriteTo(&buf))})
+	// Development mode without its console encoder and debug level: the
+	// production logger samples (after 100 lines of one message in a
+	// second, one in 100), and "Reconciliation failed" is one message for
+	// every object that fails.
+	startEngine(t, engine.Options{Logger: zap.New(zap.WriteTo(&buf), zap.UseDevMode(true), zap.JSONEncoder(), zap.Level(zapcore.InfoLevel))})
 	good := helmRelease(ns, "good", "demo")
 	bad := helmRelease(ns, "bad", "demo")
 	bad.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "ConfigMap", Name: "nowhere"}}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,10 +113,21 @@ func (c *Cache) noRecords(namespace, name string) bool {
 	return true
 }
 
-// wroteRecord notes that this process wrote a record of the release.
-func (c *Cache) wroteRecord(namespace, name string) {
+// latestRecord returns what the labels of the release's newest record
+// say, when the Cache knows it for sure.
+func (c *Cache) latestRecord(namespace, name string) (recordMeta, bool) {
+	r := c.recordSet()
+	if r == nil {
+		return recordMeta{}, false
+	}
+	return r.latest(namespace + "/" + name)
+}
+
+// wroteRecord notes that this process wrote revision version of the
+// release.
+func (c *Cache) wroteRecord(namespace, name string, version int) {
 	if r := c.recordSet(); r != nil {
-		r.wrote(namespace + "/" + name)
+		r.wrote(namespace+"/"+name, version)
 	}
 }
 
@@ -369,81 +381,131 @@ func (s *keySet) Replace(list []any, _ string) error {
 
 func (s *keySet) Resync() error { return nil }
 
-// recordSet counts the release Secrets of each release
-// (namespace/release name), from their "name" label.
+// recordSet knows the release Secrets of each release (namespace/release
+// name, from their "name" label) and what their labels say.
 type recordSet struct {
 	syncWait
 	mu      sync.RWMutex
 	synced  bool
-	secrets map[string]string // Secret namespace/name → release key
-	counts  map[string]int    // release key → Secrets
-	// written are releases this process wrote a record of, kept until
-	// the watch has listed them.
-	written map[string]struct{}
+	secrets map[string]recordMeta            // Secret namespace/name → its labels
+	byRel   map[string]map[string]recordMeta // release key → its Secrets
+	// written are the releases this process wrote a record of, with the
+	// newest revision written, kept until the watch has seen it.
+	written map[string]int
+}
+
+// recordMeta is what a release Secret's labels say of its revision.
+type recordMeta struct {
+	release string // namespace/release name
+	version int
+	status  string
+	digest  string
 }
 
 func newRecordSet() *recordSet {
-	return &recordSet{syncWait: newSyncWait(), secrets: map[string]string{}, counts: map[string]int{}, written: map[string]struct{}{}}
+	return &recordSet{syncWait: newSyncWait(), secrets: map[string]recordMeta{}, byRel: map[string]map[string]recordMeta{}, written: map[string]int{}}
+}
+
+// latest returns what the labels of the newest revision of release say,
+// when the watch has listed the records and has seen every record this
+// process wrote of it.
+func (s *recordSet) latest(release string) (recordMeta, bool) {
+	s.waitSynced()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.synced {
+		return recordMeta{}, false
+	}
+	var out recordMeta
+	for _, m := range s.byRel[release] {
+		if m.version > out.version {
+			out = m
+		}
+	}
+	if v, unseen := s.written[release]; unseen && v > out.version {
+		return recordMeta{}, false
+	}
+	return out, out.version > 0
 }
 
 func (s *recordSet) none(release string) bool {
 	s.waitSynced()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if !s.synced || s.counts[release] > 0 {
+	if !s.synced || len(s.byRel[release]) > 0 {
 		return false
 	}
 	_, ok := s.written[release]
 	return !ok
 }
 
-func (s *recordSet) wrote(release string) {
+func (s *recordSet) wrote(release string, version int) {
 	s.mu.Lock()
-	s.written[release] = struct{}{}
+	for _, m := range s.byRel[release] {
+		if m.version >= version {
+			// The watch has seen it already (it can be quicker than
+			// the writer's note).
+			s.mu.Unlock()
+			return
+		}
+	}
+	if version > s.written[release] {
+		s.written[release] = version
+	}
 	s.mu.Unlock()
 }
 
-func releaseOf(obj any) (secret, release string, ok bool) {
+// releaseOf returns a release Secret's key and what its labels say; a
+// deleted object's meta has no release.
+func releaseOf(obj any) (secret string, meta recordMeta, ok bool) {
 	if d, isD := obj.(cache.DeletedFinalStateUnknown); isD {
-		return d.Key, "", true
+		return d.Key, recordMeta{}, true
 	}
 	m, isM := obj.(metav1.Object)
 	if !isM {
-		return "", "", false
+		return "", recordMeta{}, false
 	}
-	ns := m.GetNamespace()
-	return ns + "/" + m.GetName(), ns + "/" + m.GetLabels()["name"], true
+	ns, l := m.GetNamespace(), m.GetLabels()
+	meta = recordMeta{status: l["status"], digest: l[LabelDigest]}
+	if l["name"] != "" {
+		meta.release = ns + "/" + l["name"]
+	}
+	meta.version, _ = strconv.Atoi(l["version"])
+	return ns + "/" + m.GetName(), meta, true
 }
 
-// put adds a Secret; s.mu is held.
-func (s *recordSet) put(secret, release string) {
-	if old, ok := s.secrets[secret]; ok {
-		if old == release {
-			return
-		}
+// put adds or updates a Secret; s.mu is held.
+func (s *recordSet) put(secret string, meta recordMeta) {
+	if old, ok := s.secrets[secret]; ok && old.release != meta.release {
 		s.drop(secret)
 	}
-	s.secrets[secret] = release
-	s.counts[release]++
-	delete(s.written, release)
+	s.secrets[secret] = meta
+	if s.byRel[meta.release] == nil {
+		s.byRel[meta.release] = map[string]recordMeta{}
+	}
+	s.byRel[meta.release][secret] = meta
+	if meta.version >= s.written[meta.release] {
+		delete(s.written, meta.release)
+	}
 }
 
 // drop removes a Secret; s.mu is held.
 func (s *recordSet) drop(secret string) {
-	rel, ok := s.secrets[secret]
+	old, ok := s.secrets[secret]
 	if !ok {
 		return
 	}
 	delete(s.secrets, secret)
-	if s.counts[rel]--; s.counts[rel] <= 0 {
-		delete(s.counts, rel)
+	delete(s.byRel[old.release], secret)
+	if len(s.byRel[old.release]) == 0 {
+		delete(s.byRel, old.release)
 	}
 }
 
 func (s *recordSet) Add(obj any) error {
-	if sec, rel, ok := releaseOf(obj); ok && rel != "" {
+	if sec, meta, ok := releaseOf(obj); ok && meta.release != "" {
 		s.mu.Lock()
-		s.put(sec, rel)
+		s.put(sec, meta)
 		s.mu.Unlock()
 	}
 	return nil
@@ -463,10 +525,10 @@ func (s *recordSet) Delete(obj any) error {
 func (s *recordSet) Replace(list []any, _ string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.secrets, s.counts = map[string]string{}, map[string]int{}
+	s.secrets, s.byRel = map[string]recordMeta{}, map[string]map[string]recordMeta{}
 	for _, obj := range list {
-		if sec, rel, ok := releaseOf(obj); ok && rel != "" {
-			s.put(sec, rel)
+		if sec, meta, ok := releaseOf(obj); ok && meta.release != "" {
+			s.put(sec, meta)
 		}
 	}
 	s.synced = true

@@ -210,3 +210,72 @@ func TestPendingRecordOnlyForLongActions(t *testing.T) {
 func clientKey(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
 }
+
+// TestKnownRevisionConfirmedFromLabels checks ReconcileOptions.Known: a
+// release whose latest record is the caller's known revision, deployed,
+// of the same chart and values, is confirmed without a request; any other
+// answer of the labels (values changed, a revision written by someone
+// else, a Known that is stale) reads the records as before.
+func TestKnownRevisionConfirmedFromLabels(t *testing.T) {
+	ctx := testContext(t)
+	ns := cp.Namespace(t)
+	var log requestLog
+	cfg := log.config()
+	c, err := helm.NewCache(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = c.Start(cctx) }()
+	m, err := helm.New(cfg, helm.Options{Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := helm.Release{Name: "known", Namespace: ns}
+	spec := helm.Spec{Chart: ociChart("demo"), Values: []map[string]any{{"message": "one"}}}
+	first, err := m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: spec}, helm.State{})
+	if err != nil || first.Release.Revision != 1 {
+		t.Fatalf("install: %+v %v", first.Release, err)
+	}
+	known := first.Release
+
+	// The watch sees the record within moments; then nothing is read.
+	var out helm.Outcome
+	confirmed := false
+	for i := 0; i < 50 && !confirmed; i++ {
+		log.reset()
+		if out, err = m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: spec, Known: &known}, first.State); err != nil {
+			t.Fatal(err)
+		}
+		confirmed = len(log.reqs) == 0
+		if !confirmed {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !confirmed {
+		t.Fatalf("a release in sync was never confirmed without requests: %v", log.reqs)
+	}
+	if out.Next.Kind != helm.NextDone || len(out.Steps) != 0 || out.Release.Revision != 1 || out.Release.Chart != known.Chart ||
+		!out.Release.LastDeployed.Equal(known.LastDeployed) || out.State.Digest != first.State.Digest {
+		t.Fatalf("confirmed outcome = %+v, want release %+v done", out, known)
+	}
+
+	// Values changed: the digest label no longer matches, so it upgrades.
+	spec2 := helm.Spec{Chart: spec.Chart, Values: []map[string]any{{"message": "two"}}}
+	up, err := m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: spec2, Known: &known}, first.State)
+	if err != nil || up.Release.Revision != 2 || len(up.Steps) != 1 || up.Steps[0].Action != helm.ActionUpgrade {
+		t.Fatalf("upgrade with a stale Known: %+v %v", up, err)
+	}
+
+	// Back to the first values, with the caller still knowing revision 1:
+	// the latest record is 2, so the records are read and it upgrades to 3.
+	log.reset()
+	back, err := m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: spec, Known: &known}, up.State)
+	if err != nil || back.Release.Revision != 3 {
+		t.Fatalf("reconcile with Known older than the latest record: %+v %v", back.Release, err)
+	}
+	if log.count("GET", "/secrets") == 0 {
+		t.Errorf("a stale Known was trusted: no record read (%v)", log.reqs)
+	}
+}

@@ -228,7 +228,7 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	if rel.impersonate() == "" && m.opts.Cache != nil {
 		ns, c := rel.storageNamespace(), m.opts.Cache
 		memo.none = func(name string) bool { return c.noRecords(ns, name) }
-		memo.wrote = func(name string) { c.wroteRecord(ns, name) }
+		memo.wrote = func(name string, version int) { c.wroteRecord(ns, name, version) }
 	}
 	store := storage.Init(memo)
 	store.MaxHistory = maxHistory

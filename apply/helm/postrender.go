@@ -30,10 +30,11 @@ type PostRender struct {
 	// /namespace). They name the release's owner, so they are not part of
 	// the release's digest.
 	OriginLabels map[string]string `json:"-"`
-	// Rendered, when set, is called with each kustomize overlay's index
-	// and its output, for checks that do not change it (the engine warns
-	// of image overrides that match nothing). Not part of the digest.
-	Rendered func(overlay int, out []byte) `json:"-"`
+	// Rendered, when set, is called with each kustomize overlay's index,
+	// its input and its output, for checks that change neither (the
+	// engine warns of patch targets and image overrides that match
+	// nothing). Not part of the digest.
+	Rendered func(overlay int, in, out []byte) `json:"-"`
 }
 
 // KustomizeOverlay is one kustomize post-renderer: patches (strategic
@@ -61,12 +62,13 @@ func (p PostRender) digestPart() string {
 func (p PostRender) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 	out := rendered
 	for i, k := range p.Kustomize {
+		in := out
 		var err error
-		if out, err = k.run(out); err != nil {
+		if out, err = k.run(in); err != nil {
 			return nil, fmt.Errorf("post-renderer %d (kustomize): %w", i, err)
 		}
 		if p.Rendered != nil {
-			p.Rendered(i, out.Bytes())
+			p.Rendered(i, in.Bytes(), out.Bytes())
 		}
 	}
 	var transformers []resmap.Transformer

@@ -57,6 +57,15 @@ type ReconcileOptions struct {
 	// schema check for upgrades (Flux's spec.upgrade has its own). Default:
 	// nil, Spec's for installs and upgrades alike.
 	UpgradeSettings *ActionSettings
+	// Known, when set, is the caller's record of the latest revision (a
+	// HelmRelease's status.history[0]). When the Cache's watch of the
+	// records' labels says that revision is still the latest, deployed,
+	// and made of the chart and values asked (the digest label), the
+	// release is confirmed up to date from memory: no record is read and
+	// Outcome.Release is Known. Not with Test or Drift, which need the
+	// record, nor for a release applied as a service account. Default:
+	// nil, the records are read.
+	Known *Result
 	// Test, when set, runs the test hooks after a successful install or
 	// upgrade, and on an up-to-date deployed revision whose selected hooks
 	// have not run. A failed test is a failure of the action that made the
@@ -96,6 +105,9 @@ type Outcome struct {
 func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions, st State) (Outcome, error) {
 	out, err := locked(ctx, m, rel, ActionNone, func() (Outcome, error) {
 		out := Outcome{State: st}
+		if m.upToDate(ctx, rel, o, &out) {
+			return out, nil
+		}
 		s, err := m.newSession(ctx, rel, maxHistory(o.MaxHistory))
 		if err != nil {
 			return out, wrap(rel, ActionNone, err)
@@ -112,6 +124,33 @@ func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions
 		out.Next = Next{Kind: NextRetry, Reason: err.Error()}
 	}
 	return out, err
+}
+
+// upToDate confirms from the Cache that o.Known is still the latest
+// revision, deployed, of o.Spec's chart and values, and then fills out
+// as the records would (see ReconcileOptions.Known).
+func (m *Manager) upToDate(ctx context.Context, rel Release, o ReconcileOptions, out *Outcome) bool {
+	k := o.Known
+	if k == nil || k.Status != rcommon.StatusDeployed.String() || o.Test != nil || o.Drift != DriftDisabled ||
+		rel.impersonate() != "" || m.opts.Cache == nil {
+		return false
+	}
+	latest, ok := m.opts.Cache.latestRecord(rel.storageNamespace(), rel.Name)
+	if !ok || latest.version != k.Revision || latest.status != k.Status {
+		return false
+	}
+	p, err := m.prepare(ctx, o.Spec)
+	if err != nil || latest.digest != p.digest {
+		return false
+	}
+	if out.State.Digest != p.digest {
+		out.State = State{Digest: p.digest}
+	}
+	out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
+	out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
+	out.Release = *k
+	out.Release.Action = ActionNone
+	return true
 }
 
 func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {

@@ -23,7 +23,7 @@ type memoDriver struct {
 	// none, when set, tells that a release has no record without a
 	// request (Cache); wrote notes a record written.
 	none  func(name string) bool
-	wrote func(name string)
+	wrote func(name string, version int)
 }
 
 func newMemoDriver(d driver.Driver) *memoDriver {
@@ -110,7 +110,7 @@ func (d *memoDriver) Create(key string, rls ri.Releaser) error {
 		if r, ok := rls.(*releasev1.Release); ok && errors.Is(err, driver.ErrReleaseExists) && d.wrote != nil {
 			// Someone else wrote it: the release has records, whatever
 			// a watch that has not seen them yet says.
-			d.wrote(r.Name)
+			d.wrote(r.Name, r.Version)
 		}
 		return err
 	}
@@ -151,7 +151,7 @@ func (d *memoDriver) remember(rls ri.Releaser) {
 		return
 	}
 	if d.wrote != nil {
-		d.wrote(r.Name)
+		d.wrote(r.Name, r.Version)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

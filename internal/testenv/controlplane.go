@@ -16,7 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -201,9 +204,57 @@ func (cp *ControlPlane) Namespace(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		cp.removeFluxObjects(ctx, t, ns.Name)
 		_ = cp.Client.Delete(ctx, ns)
 	})
 	return ns.Name
+}
+
+// removeFluxObjects deletes the namespace's objects of every Flux kind,
+// their finalizers taken off first. The test control plane runs no
+// namespace controller, so a deleted namespace keeps its objects for
+// ever: without this, every engine a later test starts would reconcile
+// all the objects earlier tests left (their slow charts, failing sources),
+// and its own objects would wait behind them.
+func (cp *ControlPlane) removeFluxObjects(ctx context.Context, t testing.TB, ns string) {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
+	if err := cp.Client.List(ctx, &list); err != nil {
+		t.Logf("testenv: listing CRDs to clean namespace %s: %v", ns, err)
+		return
+	}
+	for _, u := range list.Items {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crd); err != nil {
+			continue
+		}
+		if !strings.HasSuffix(crd.Spec.Group, ".toolkit.fluxcd.io") || crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if !v.Storage {
+				continue
+			}
+			var list unstructured.UnstructuredList
+			list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.ListKind})
+			if err := cp.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				t.Logf("testenv: listing %s in %s: %v", crd.Name, ns, err)
+				continue
+			}
+			for i := range list.Items {
+				o := &list.Items[i]
+				if len(o.GetFinalizers()) > 0 {
+					patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+					if err := cp.Client.Patch(ctx, o, patch); client.IgnoreNotFound(err) != nil {
+						t.Logf("testenv: removing finalizers of %s %s/%s: %v", crd.Spec.Names.Kind, ns, o.GetName(), err)
+					}
+				}
+				if err := cp.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+					t.Logf("testenv: deleting %s %s/%s: %v", crd.Spec.Names.Kind, ns, o.GetName(), err)
+				}
+			}
+		}
+	}
 }
 
 // Run starts a control plane, runs the tests of a package and stops the
