@@ -81,18 +81,7 @@ func TestCacheAnswersWhatDoesNotExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log requestLog
-	cfg := log.config()
-	c, err := helm.NewCache(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _ = c.Start(cctx) }()
-	m, err := helm.New(cfg, helm.Options{Cache: c, PendingAfter: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, m := cachedManager(t, ctx, log.config(), helm.Options{PendingAfter: time.Minute})
 	spec := helm.Spec{Chart: ociChart("demo")}
 
 	// The first installs start the ConfigMaps' watch; once it has listed,
@@ -135,7 +124,7 @@ func TestCacheAnswersWhatDoesNotExist(t *testing.T) {
 
 	// The watch listed "taken": Helm reads it and refuses it.
 	log.reset()
-	_, err = m.Install(ctx, helm.Release{Name: "taken", Namespace: ns}, helm.InstallOptions{Spec: spec})
+	_, err := m.Install(ctx, helm.Release{Name: "taken", Namespace: ns}, helm.InstallOptions{Spec: spec})
 	if err == nil || !strings.Contains(err.Error(), "cannot be imported") {
 		t.Fatalf("install over an object Helm does not own: %v", err)
 	}
@@ -220,18 +209,7 @@ func TestKnownRevisionConfirmedFromLabels(t *testing.T) {
 	ctx := testContext(t)
 	ns := cp.Namespace(t)
 	var log requestLog
-	cfg := log.config()
-	c, err := helm.NewCache(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _ = c.Start(cctx) }()
-	m, err := helm.New(cfg, helm.Options{Cache: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := cachedManager(t, ctx, log.config(), helm.Options{})
 	rel := helm.Release{Name: "known", Namespace: ns}
 	spec := helm.Spec{Chart: ociChart("demo"), Values: []map[string]any{{"message": "one"}}}
 	first, err := m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: spec}, helm.State{})
@@ -278,4 +256,23 @@ func TestKnownRevisionConfirmedFromLabels(t *testing.T) {
 	if log.count("GET", "/secrets") == 0 {
 		t.Errorf("a stale Known was trusted: no record read (%v)", log.reqs)
 	}
+}
+
+// cachedManager starts a Cache on cfg until the test ends and returns it
+// with a Manager that uses it.
+func cachedManager(t *testing.T, ctx context.Context, cfg *rest.Config, opts helm.Options) (*helm.Cache, *helm.Manager) {
+	t.Helper()
+	c, err := helm.NewCache(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go func() { _ = c.Start(cctx) }()
+	opts.Cache = c
+	m, err := helm.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, m
 }
