@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"strings"
@@ -194,10 +195,21 @@ func checkHelmReleases(s Snapshot, byRelease map[string][]*releasev1.Release, ad
 	for _, o := range s.Objects {
 		exists[o.String()] = true
 	}
-	manifests := map[string]map[string]bool{}
+	// An object is the release's when the last deployed revision or the
+	// latest one lists it: a failed install or upgrade that Helm did not
+	// remedy (no retries left) keeps what it created, listed in its
+	// record, as Helm and Flux leave it; the next successful action
+	// adopts it, an uninstall removes it. Each object of the last
+	// deployed revision must exist.
+	manifests, claimed := map[string]map[string]bool{}, map[string]map[string]bool{}
 	for key, recs := range byRelease {
+		claimed[key] = map[string]bool{}
 		if r := lastSucceeded(recs); r != nil {
 			manifests[key] = manifestObjects(r)
+			maps.Copy(claimed[key], manifests[key])
+		}
+		if len(recs) > 0 {
+			maps.Copy(claimed[key], manifestObjects(recs[len(recs)-1]))
 		}
 	}
 	for _, o := range s.Objects {
@@ -209,7 +221,7 @@ func checkHelmReleases(s Snapshot, byRelease map[string][]*releasev1.Release, ad
 		switch {
 		case hr == nil:
 			add("orphan", o.String(), "labelled for HelmRelease %s/%s, which does not exist", ns, n)
-		case !manifests[releaseKey(hr)][o.String()]:
+		case !claimed[releaseKey(hr)][o.String()]:
 			add("orphan", o.String(), "labelled for HelmRelease %s/%s, whose release %s does not list it", ns, n, releaseKey(hr))
 		}
 	}

@@ -161,3 +161,30 @@ func TestCheckAllowsRecoveredUpgrade(t *testing.T) {
 		t.Fatalf("%v", v)
 	}
 }
+
+// TestCheckKeepsWhatAFailedRevisionCreated: an install that failed after
+// creating an object, with no retry left to remedy it, keeps the object,
+// listed in its failed record, as Helm and Flux leave it (found by seed
+// 42 at full size: a reinstall with a broken value after an uninstall).
+// An object that no record lists is still an orphan.
+func TestCheckKeepsWhatAFailedRevisionCreated(t *testing.T) {
+	s := healthy()
+	failed := record(1, common.StatusFailed, 2, "Release \"app\" failed")
+	s.Releases = []*releasev1.Release{failed}
+	s.HelmReleases[0].Status.History = helmv2.Snapshots{{Name: "app", Namespace: "t", Version: 1, Status: "failed"}}
+	s.HelmReleases[0].Status.Conditions = ready(metav1.ConditionFalse, "install failed")
+	s.Broken = map[string]string{"HelmRelease t/app": "install failed"}
+	for _, v := range Check(s) {
+		if v.Invariant == "orphan" {
+			t.Errorf("an object of the failed install is reported: %v", v)
+		}
+	}
+	s.Releases[0].Manifest = "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n"
+	found := false
+	for _, v := range Check(s) {
+		found = found || strings.HasPrefix(v.String(), "orphan: ConfigMap t/app-cm")
+	}
+	if !found {
+		t.Errorf("an object no record lists is not reported: %v", Check(s))
+	}
+}
