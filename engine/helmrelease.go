@@ -11,6 +11,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -238,7 +239,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	switch res.Next.Kind {
 	case helm.NextStalled:
-		return stalled(meta.ReconciliationFailedReason, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next.Reason)))
+		return stalled(meta.ReconciliationFailedReason, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next.Reason, res.Release)))
 	case helm.NextRetry:
 		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
 		o.requeueAfter = res.Next.After
@@ -259,11 +260,19 @@ const recordConflictRetry = 2 * time.Second
 // already exhausted. The failure that exhausted them wrote its cause after
 // the same "<object>: <reason>" prefix; that message is kept, so a later
 // reconcile (a source event, a restart) does not lose the cause.
-func stalledMessage(prev []metav1.Condition, self nodeRef, reason string) string {
+//
+// When that message was never written (the process stopped between the
+// failed action and the status write, found by internal/chaos, seed 42),
+// the cause comes from the latest revision's record: Helm describes a
+// failed revision with its error.
+func stalledMessage(prev []metav1.Condition, self nodeRef, reason string, latest helm.Result) string {
 	msg := fmt.Sprintf("%s: %s", self, reason)
 	if c := apimeta.FindStatusCondition(prev, meta.ReadyCondition); c != nil &&
 		c.Status == metav1.ConditionFalse && strings.HasPrefix(c.Message, msg) {
 		return c.Message
+	}
+	if latest.Status == rcommon.StatusFailed.String() && latest.Description != "" {
+		return msg + ": " + latest.Description
 	}
 	return msg
 }

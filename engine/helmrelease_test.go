@@ -144,15 +144,18 @@ func TestHelmReleaseBadInputs(t *testing.T) {
 	ns := cp.Namespace(t)
 	broken := demoChart("0.1.0")
 	broken["templates/cm.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }\n"
-	reg := chartRegistry(t, broken, demoChart("1.0.0"))
+	invalid := demoChart("0.2.0")
+	invalid["templates/bad.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}_Not_A_DNS_Name\n"
+	reg := chartRegistry(t, broken, invalid, demoChart("1.0.0"))
 	startEngine(t, engine.Options{})
 	good := helmRelease(ns, "good", "demo")
+	rejected := helmRelease(ns, "rejected", "invalid")
 	missingSource := helmRelease(ns, "no-source", "absent")
 	missingValues := helmRelease(ns, "no-values", "demo")
 	missingValues.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "ConfigMap", Name: "nowhere"}}
 	badChart := helmRelease(ns, "bad-chart", "broken")
 	objs := []client.Object{chartSource(ns, "demo", reg.Host(), "1.0.0"), chartSource(ns, "broken", reg.Host(), "0.1.0"),
-		good, missingSource, missingValues, badChart}
+		chartSource(ns, "invalid", reg.Host(), "0.2.0"), good, missingSource, missingValues, badChart, rejected}
 	for _, o := range objs {
 		if err := cp.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -166,6 +169,7 @@ func TestHelmReleaseBadInputs(t *testing.T) {
 		{missingSource, []string{"OCIRepository/" + ns + "/absent", "not found"}},
 		{missingValues, []string{"HelmRelease/" + ns + "/no-values", "ConfigMap " + ns + "/nowhere"}},
 		{badChart, []string{"HelmRelease/" + ns + "/bad-chart", "templates/cm.yaml"}},
+		{rejected, []string{"HelmRelease/" + ns + "/rejected", "rejected_Not_A_DNS_Name"}},
 	} {
 		// Before its source is ready an object may first wait for it; wait
 		// for the failure that is its own.
@@ -181,5 +185,20 @@ func TestHelmReleaseBadInputs(t *testing.T) {
 	if msg := conditions.GetMessage(badChart, meta.ReadyCondition); !strings.Contains(msg, "templates/cm.yaml") ||
 		!strings.Contains(msg, "retries (0) exhausted") {
 		t.Fatalf("a stalled release lost its cause on a later reconcile: Ready says %q", msg)
+	}
+
+	// The process stopped after the failed install was recorded and
+	// before its status was written: Ready still says the install runs.
+	// The next reconcile takes the cause from the failed record.
+	conditions.MarkUnknown(rejected, meta.ReadyCondition, meta.ProgressingReason, "Running 'install' action with timeout of 5m0s")
+	if err := cp.Client.Status().Update(ctx, rejected); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, rejected)
+	token = rejected.Annotations[meta.ReconcileRequestAnnotation]
+	waitFor(t, rejected, func() bool { return rejected.Status.LastHandledReconcileAt == token }, "lastHandledReconcileAt = requestedAt")
+	if msg := conditions.GetMessage(rejected, meta.ReadyCondition); !strings.Contains(msg, "rejected_Not_A_DNS_Name") ||
+		!strings.Contains(msg, "retries (0) exhausted") || !readyIs(rejected, false)() {
+		t.Fatalf("after a lost status write, a stalled release does not name its cause: Ready says %q", msg)
 	}
 }
