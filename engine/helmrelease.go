@@ -11,7 +11,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
-	rcommon "helm.sh/helm/v4/pkg/release/common"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -239,7 +238,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	switch res.Next.Kind {
 	case helm.NextStalled:
-		return stalled(meta.ReconciliationFailedReason, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next.Reason, res.Release)))
+		return stalled(meta.ReconciliationFailedReason, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next)))
 	case helm.NextRetry:
 		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
 		o.requeueAfter = res.Next.After
@@ -263,16 +262,16 @@ const recordConflictRetry = 2 * time.Second
 //
 // When that message was never written (the process stopped between the
 // failed action and the status write, found by internal/chaos, seed 42),
-// the cause comes from the latest revision's record: Helm describes a
-// failed revision with its error.
-func stalledMessage(prev []metav1.Condition, self nodeRef, reason string, latest helm.Result) string {
-	msg := fmt.Sprintf("%s: %s", self, reason)
+// the cause comes from the newest failed revision's record (Next.Cause):
+// Helm describes a failed revision with its error.
+func stalledMessage(prev []metav1.Condition, self nodeRef, next helm.Next) string {
+	msg := fmt.Sprintf("%s: %s", self, next.Reason)
 	if c := apimeta.FindStatusCondition(prev, meta.ReadyCondition); c != nil &&
 		c.Status == metav1.ConditionFalse && strings.HasPrefix(c.Message, msg) {
 		return c.Message
 	}
-	if latest.Status == rcommon.StatusFailed.String() && latest.Description != "" {
-		return msg + ": " + latest.Description
+	if next.Cause != "" {
+		return msg + ": " + next.Cause
 	}
 	return msg
 }

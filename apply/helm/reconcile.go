@@ -189,6 +189,7 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	}
 	now := s.m.opts.Now()
 	if ok, next := Admit(out.State, a, pol, now); !ok {
+		next.Cause = h.failure()
 		out.Next = next
 		return nil
 	}

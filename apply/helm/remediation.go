@@ -96,6 +96,11 @@ type Next struct {
 	Kind   NextKind
 	After  time.Duration
 	Reason string
+	// Cause, when Reconcile refused an attempt because of earlier
+	// failures, is Helm's description of the newest failed revision: the
+	// error that the failure counts stand for, which a caller may not
+	// have recorded (it stopped before writing it).
+	Cause string
 }
 
 // Plan is what follows a failed attempt.

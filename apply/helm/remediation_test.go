@@ -1,6 +1,7 @@
 package helm_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,11 @@ func TestRemediateOnFailureRetriesThenRollsBack(t *testing.T) {
 	out, err = m.Reconcile(ctx, rel, opts, st)
 	if err != nil || len(out.Steps) != 0 || out.Next.Kind != helm.NextStalled {
 		t.Fatalf("after exhaustion: %+v %v", out, err)
+	}
+	// It names the cause from the failed revision, though the latest is
+	// the rollback: a caller that lost the failure's error still has it.
+	if out.Release.Status != "deployed" || !strings.Contains(out.Next.Cause, "70000") {
+		t.Fatalf("after exhaustion: cause %q, latest %+v", out.Next.Cause, out.Release)
 	}
 	// ...and a new spec starts over.
 	opts.Values = []map[string]any{values("message", "fixed")}

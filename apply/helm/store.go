@@ -121,6 +121,17 @@ func (h history) deployed() *releasev1.Release {
 	return nil
 }
 
+// failure is Helm's description of the newest failed revision, "" when
+// none failed.
+func (h history) failure() string {
+	for _, r := range h {
+		if statusOf(r) == rcommon.StatusFailed {
+			return r.Info.Description
+		}
+	}
+	return ""
+}
+
 func statusOf(r *releasev1.Release) rcommon.Status {
 	if r == nil || r.Info == nil {
 		return ""
