@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,8 +39,9 @@ type Sample struct {
 	At    time.Duration
 	Round int
 	// RSS is the resident memory (VmRSS), FDs the open descriptors,
-	// Goroutines go_goroutines from its /metrics.
-	RSS             int64
+	// Goroutines go_goroutines and Heap go_memstats_heap_inuse_bytes from
+	// its /metrics (what the Go heap holds, of RSS).
+	RSS, Heap       int64
 	FDs, Goroutines int
 }
 
@@ -109,6 +112,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 		}
 		rep.Rounds = append(rep.Rounds, time.Since(began))
 		env.Say("soak round %d: %d HelmReleases Ready in %.1fs", r, o.Releases, time.Since(began).Seconds())
+		if err := saveHeapProfile(ctx, env.Cozy.HealthAddr(), filepath.Join(env.Logs, fmt.Sprintf("soak-round-%02d.heap.pprof", r))); err != nil {
+			env.Say("soak round %d: no heap profile: %v", r, err)
+		}
 	}
 	snap, err := ReadSnapshot(ctx, env.C, driver.NewSecrets(env.Kube.CoreV1().Secrets("")), w.Namespaces)
 	if err == nil {
@@ -159,6 +165,35 @@ func waitAllReady(ctx context.Context, env *Env, d time.Duration) error {
 	return nil
 }
 
+// saveHeapProfile writes cozy-aio's heap profile (after a GC) to path,
+// for comparing what the heap holds round after round
+// (go tool pprof -base soak-round-05.heap.pprof soak-round-10.heap.pprof).
+func saveHeapProfile(ctx context.Context, health, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+health+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // sampleProcess reads a process's resident memory and descriptors from
 // /proc and its goroutines from its /metrics.
 func sampleProcess(pid int, health string) Sample {
@@ -184,6 +219,10 @@ func sampleProcess(pid int, health string) Sample {
 			if v, ok := strings.CutPrefix(l, "go_goroutines "); ok {
 				s.Goroutines, _ = strconv.Atoi(strings.TrimSpace(v))
 			}
+			if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				s.Heap = int64(f)
+			}
 		}
 	}
 	return s
@@ -204,14 +243,14 @@ func (r *SoakReport) AtRound(round int) (Sample, bool) {
 // Print writes the samples at each round's end.
 func (r *SoakReport) Print(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROUND\tTOOK\tRSS\tGOROUTINES\tFDS\t(last sample of the round)")
+	fmt.Fprintln(tw, "ROUND\tTOOK\tRSS\tHEAP IN USE\tGOROUTINES\tFDS\t(last sample of the round)")
 	for i, d := range r.Rounds {
 		s, ok := r.AtRound(i)
 		if !ok {
-			fmt.Fprintf(tw, "%d\t%.1fs\t-\t-\t-\t\n", i, d.Seconds())
+			fmt.Fprintf(tw, "%d\t%.1fs\t-\t-\t-\t-\t\n", i, d.Seconds())
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%.1fs\t%.0f MB\t%d\t%d\t\n", i, d.Seconds(), float64(s.RSS)/(1<<20), s.Goroutines, s.FDs)
+		fmt.Fprintf(tw, "%d\t%.1fs\t%.0f MB\t%.0f MB\t%d\t%d\t\n", i, d.Seconds(), float64(s.RSS)/(1<<20), float64(s.Heap)/(1<<20), s.Goroutines, s.FDs)
 	}
 	tw.Flush()
 }
