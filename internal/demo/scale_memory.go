@@ -47,7 +47,7 @@ type GoMemory struct {
 	// StackInuse the goroutine stacks; Sys everything the runtime got from
 	// the kernel; NextGC the heap size that starts the next collection.
 	HeapAlloc, HeapInuse, HeapIdle, HeapReleased, StackInuse, Sys, NextGC int64
-	NumGC                                                               int64
+	NumGC                                                                 int64
 }
 
 // memorySampleEvery is how often the sampler reads /proc/PID/status.
