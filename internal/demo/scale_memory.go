@@ -209,3 +209,46 @@ func (m MemoryUse) String() string {
 	}
 	return s
 }
+
+// installBinary copies the cozy-aio binary to dst with write(), as a node
+// gets it when an image's layer is unpacked or a package installed, and
+// returns dst. The scale shape runs the copy: a binary just written by
+// the Go linker, which writes its output through a shared mapping, sits
+// in the page cache in large folios that the kernel maps 2 MB at a time
+// (FilePmdMapped in /proc/PID/smaps), so that the same process shows
+// about 15 MB more file-backed RSS than it does from a copy or read cold
+// from disk (docs/benchmarks/scale.md, session 8).
+func installBinary(src, dst string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return "", err
+	}
+	// Plain writes through a buffer: io.Copy between two files could use
+	// copy_file_range, which may share the source's pages.
+	buf := make([]byte, 1<<20)
+	for {
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			if _, err := out.Write(buf[:n]); err != nil {
+				out.Close()
+				return "", err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return "", rerr
+		}
+	}
+	return dst, out.Close()
+}

@@ -64,3 +64,29 @@ func TestParseMemStats(t *testing.T) {
 		t.Errorf("got %+v, want %+v", *g, want)
 	}
 }
+
+// TestInstallBinary copies a binary byte for byte, executable.
+func TestInstallBinary(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	want := bytes.Repeat([]byte("cozy-aio\x00"), 300_000) // over one 1 MB buffer
+	if err := os.WriteFile(src, want, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := installBinary(src, filepath.Join(t.TempDir(), "bin", "cozy-aio"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("copy of %d bytes differs from the %d-byte source", len(got), len(want))
+	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Fatalf("copy not executable: %v %v", fi.Mode(), err)
+	}
+	if _, err := installBinary(filepath.Join(t.TempDir(), "missing"), dst); err == nil {
+		t.Fatal("a missing source copied without an error")
+	}
+}
