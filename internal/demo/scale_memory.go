@@ -48,6 +48,9 @@ type GoMemory struct {
 	// the kernel; NextGC the heap size that starts the next collection.
 	HeapAlloc, HeapInuse, HeapIdle, HeapReleased, StackInuse, Sys, NextGC int64
 	NumGC                                                                 int64
+	// MSpanInuse, GCSys, BuckHashSys (the profiler's buckets) and
+	// OtherSys are the runtime's own structures.
+	MSpanInuse, GCSys, BuckHashSys, OtherSys int64
 }
 
 // memorySampleEvery is how often the sampler reads /proc/PID/status.
@@ -151,6 +154,9 @@ func (s *memorySampler) heapProfile() (*GoMemory, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.WriteFile(filepath.Join(s.logs, "cozy-aio.heap.txt"), text, 0o644); err != nil {
+		return nil, err
+	}
 	return parseMemStats(text), nil
 }
 
@@ -161,6 +167,7 @@ func parseMemStats(text []byte) *GoMemory {
 	fields := map[string]*int64{
 		"HeapAlloc": &g.HeapAlloc, "HeapInuse": &g.HeapInuse, "HeapIdle": &g.HeapIdle,
 		"HeapReleased": &g.HeapReleased, "Stack": &g.StackInuse, "Sys": &g.Sys, "NextGC": &g.NextGC, "NumGC": &g.NumGC,
+		"MSpan": &g.MSpanInuse, "GCSys": &g.GCSys, "BuckHashSys": &g.BuckHashSys, "OtherSys": &g.OtherSys,
 	}
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
@@ -204,8 +211,9 @@ func (m MemoryUse) String() string {
 	s := fmt.Sprintf("cozy-aio memory at its largest sample (%.1fs after its start, %d samples): VmRSS %s of VmHWM %s = anonymous %s + file-backed %s + shmem %s; largest anonymous %s, largest file-backed %s",
 		m.At.Seconds(), m.Samples, mb(m.RSS), mb(m.Peak), mb(m.Anon), mb(m.File), mb(m.Shmem), mb(m.MaxAnon), mb(m.MaxFile))
 	if g := m.Go; g != nil {
-		s += fmt.Sprintf("\nGo runtime at the last heap profile (%s): heap in use %s (live objects %s), heap free but not returned %s, stacks %s, obtained from the kernel %s, next GC at %s, %d GCs",
-			m.HeapProfile, mb(g.HeapInuse), mb(g.HeapAlloc), mb(g.HeapIdle-g.HeapReleased), mb(g.StackInuse), mb(g.Sys), mb(g.NextGC), g.NumGC)
+		s += fmt.Sprintf("\nGo runtime at the last heap profile (%s): heap in use %s (live objects %s), heap free but not returned %s, stacks %s, runtime structures %s (spans %s, GC %s, profiler %s, other %s), obtained from the kernel %s, next GC at %s, %d GCs",
+			m.HeapProfile, mb(g.HeapInuse), mb(g.HeapAlloc), mb(g.HeapIdle-g.HeapReleased), mb(g.StackInuse),
+			mb(g.MSpanInuse+g.GCSys+g.BuckHashSys+g.OtherSys), mb(g.MSpanInuse), mb(g.GCSys), mb(g.BuckHashSys), mb(g.OtherSys), mb(g.Sys), mb(g.NextGC), g.NumGC)
 	}
 	return s
 }

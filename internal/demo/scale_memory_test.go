@@ -40,7 +40,7 @@ func TestScaleMemorySampler(t *testing.T) {
 		t.Fatalf("no heap profile taken: %+v", m)
 	}
 	g := m.Go
-	if g.HeapInuse <= 0 || g.HeapAlloc <= 0 || g.HeapAlloc > g.HeapInuse || g.Sys < g.HeapInuse || g.StackInuse <= 0 || g.NextGC <= 0 {
+	if g.HeapInuse <= 0 || g.HeapAlloc <= 0 || g.HeapAlloc > g.HeapInuse || g.Sys < g.HeapInuse || g.StackInuse <= 0 || g.NextGC <= 0 || g.GCSys <= 0 || g.MSpanInuse <= 0 {
 		t.Errorf("Go runtime account %+v: want heap in use, live objects within it, stacks, and the total above the heap", *g)
 	}
 	b, err := os.ReadFile(m.HeapProfile)
@@ -58,8 +58,9 @@ func TestScaleMemorySampler(t *testing.T) {
 // TestParseMemStats reads the runtime's account from the end of a heap
 // profile's text form.
 func TestParseMemStats(t *testing.T) {
-	g := parseMemStats([]byte("heap profile: 1: 2 [3: 4] @ heap/1048576\n\n# runtime.MemStats\n# Alloc = 10\n# HeapAlloc = 100\n# Sys = 9000\n# HeapIdle = 400\n# HeapInuse = 300\n# HeapReleased = 250\n# Stack = 64 / 128\n# NextGC = 200\n# NumGC = 7\n"))
-	want := GoMemory{HeapAlloc: 100, HeapInuse: 300, HeapIdle: 400, HeapReleased: 250, StackInuse: 64, Sys: 9000, NextGC: 200, NumGC: 7}
+	g := parseMemStats([]byte("heap profile: 1: 2 [3: 4] @ heap/1048576\n\n# runtime.MemStats\n# Alloc = 10\n# HeapAlloc = 100\n# Sys = 9000\n# HeapIdle = 400\n# HeapInuse = 300\n# HeapReleased = 250\n# Stack = 64 / 128\n# MSpan = 11 / 22\n# BuckHashSys = 33\n# GCSys = 44\n# OtherSys = 55\n# NextGC = 200\n# NumGC = 7\n"))
+	want := GoMemory{HeapAlloc: 100, HeapInuse: 300, HeapIdle: 400, HeapReleased: 250, StackInuse: 64, Sys: 9000, NextGC: 200, NumGC: 7,
+		MSpanInuse: 11, BuckHashSys: 33, GCSys: 44, OtherSys: 55}
 	if *g != want {
 		t.Errorf("got %+v, want %+v", *g, want)
 	}
