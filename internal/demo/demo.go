@@ -298,7 +298,7 @@ func (h *harness) setup(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("copying the cozy-aio binary: %w", err)
 		}
-		h.say("running a copy of %s written as an installed binary is (%s): the linker's own output maps about 15 MB more of itself", h.opts.Binary, bin)
+		h.say("running a copy of %s read cold from disk, as on a node (%s): how much of the binary is resident depends on how its file sits in the page cache", h.opts.Binary, bin)
 		h.opts.Binary = bin
 		h.say("starting kube-apiserver and etcd (the scale shape needs no nodes)")
 		if h.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), LogDir: h.logs, StartTimeout: 2 * time.Minute, APIServerArgs: h.auditArgs()}); err != nil {

@@ -218,14 +218,15 @@ func (m MemoryUse) String() string {
 	return s
 }
 
-// installBinary copies the cozy-aio binary to dst with write(), as a node
-// gets it when an image's layer is unpacked or a package installed, and
-// returns dst. The scale shape runs the copy: a binary just written by
-// the Go linker, which writes its output through a shared mapping, sits
-// in the page cache in large folios that the kernel maps 2 MB at a time
-// (FilePmdMapped in /proc/PID/smaps), so that the same process shows
-// about 15 MB more file-backed RSS than it does from a copy or read cold
-// from disk (docs/benchmarks/scale.md, session 8).
+// installBinary copies the cozy-aio binary to dst and drops the copy from
+// the page cache, so that the process reads it from disk as a node does
+// after a boot (or from an image layer unpacked earlier), and returns dst.
+// How many of a binary's pages a process maps depends on the size of the
+// page cache's folios holding the file: this kernel (6.18) maps a large
+// folio whole when one of its pages is touched, so that the same binary
+// starts with 58–60 MB file-backed when read cold or written in 4–64 KB
+// writes, 75 MB as the Go linker wrote it (through a shared mapping), and
+// 93 MB when written in 1 MB writes (docs/benchmarks/scale.md, session 8).
 func installBinary(src, dst string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
@@ -235,28 +236,22 @@ func installBinary(src, dst string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", err
 	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o755)
 	if err != nil {
 		return "", err
 	}
-	// Plain writes through a buffer: io.Copy between two files could use
-	// copy_file_range, which may share the source's pages.
-	buf := make([]byte, 1<<20)
-	for {
-		n, rerr := in.Read(buf)
-		if n > 0 {
-			if _, err := out.Write(buf[:n]); err != nil {
-				out.Close()
-				return "", err
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			out.Close()
-			return "", rerr
-		}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	// Only clean pages leave the page cache: write them out first.
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := dropPageCache(out); err != nil {
+		out.Close()
+		return "", fmt.Errorf("dropping %s from the page cache: %w", dst, err)
 	}
 	return dst, out.Close()
 }
