@@ -92,9 +92,10 @@ type runFlags struct {
 }
 
 // defaultGCPercent is --gc-percent's default: half of Go's own
-// (GOGC=100). At 1,000 HelmReleases it holds 21 MB less anonymous memory
-// (50 MB against 71 MB) for 20 % more CPU in cozy-aio (13.9 s against
-// 11.6 s) and the same time to all Ready, the API server being the limit
+// (GOGC=100). In make bench-scale (1,000 HelmReleases) it held 25 MB less
+// anonymous memory (49.5 MB against 75.0 MB) for 10 % more CPU in
+// cozy-aio (12.7 s against 11.5 s) and the same time to all Ready, the API
+// server being the limit; another pair of runs: 21 MB for 20 % more CPU
 // (docs/benchmarks/scale.md, session 8).
 const defaultGCPercent = 50
 
@@ -181,7 +182,7 @@ func defaultReplicaID() string {
 	return h
 }
 
-// gcPercent is the GC target the process runs with: --gc-percent when
+// gcPercentToSet is the GC target the process runs with: --gc-percent when
 // given, else $GOGC when set (the runtime read it already), else the
 // flag's default. set is false when the runtime's setting stays.
 func (f *runFlags) gcPercentToSet() (percent int, set bool) {
