@@ -131,6 +131,13 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// cluster-wide informer would hold every Secret in memory and
 		// receive every Helm release revision written (as Flux does).
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
+		// The cached objects keep no managedFields: nothing the engine
+		// reads from the cache looks at them (status patches are merge
+		// patches computed between two copies of the cached object, and
+		// server-side applies are built from scratch or go through the
+		// appliers' own clients), and they are a large part of each
+		// HelmRelease (one entry per writer, with the fields it owns).
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {

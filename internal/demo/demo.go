@@ -155,6 +155,9 @@ type Result struct {
 	// over every replica and incarnation.
 	PeakRSS int64
 	CPU     time.Duration
+	// Memory splits the scale shape's peak RSS into anonymous and
+	// file-backed memory (one replica only; nil otherwise).
+	Memory *MemoryUse
 	// Requests are cozy-aio's API requests by HTTP method at that moment
 	// (summed over the replicas, as each last reported them).
 	Requests map[string]int
@@ -273,6 +276,9 @@ type harness struct {
 	// apiCPU and etcdCPU are the control plane's CPU time when cozy-aio
 	// started.
 	apiCPU, etcdCPU time.Duration
+	// mem samples the memory of the scale shape's single process until
+	// every unit has settled (Result.Memory).
+	mem *memorySampler
 }
 
 func (h *harness) setup(ctx context.Context) error {
@@ -288,6 +294,12 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 	var kubeconfig string
 	if h.opts.Scale {
+		bin, err := installBinary(h.opts.Binary, filepath.Join(h.opts.WorkDir, "bin", "cozy-aio"))
+		if err != nil {
+			return fmt.Errorf("copying the cozy-aio binary: %w", err)
+		}
+		h.say("running a copy of %s read cold from disk, as on a node (%s): how much of the binary is resident depends on how its file sits in the page cache", h.opts.Binary, bin)
+		h.opts.Binary = bin
 		h.say("starting kube-apiserver and etcd (the scale shape needs no nodes)")
 		if h.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{Scheme: engine.NewScheme(), LogDir: h.logs, StartTimeout: 2 * time.Minute, APIServerArgs: h.auditArgs()}); err != nil {
 			return err
@@ -411,6 +423,9 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 	h.apiCPU, h.etcdCPU = h.controlPlaneCPU()
 	if h.opts.Scale && h.opts.Profile > 0 {
 		go h.profile(h.reps[0].health, h.opts.Profile)
+	}
+	if h.opts.Scale && n == 1 {
+		h.mem = startMemorySampler(h.reps[0].cmd.Process.Pid, h.reps[0].health, h.logs, h.opts.Profile > 0)
 	}
 	return nil
 }
@@ -586,6 +601,10 @@ func scrapeMetrics(addr string) scraped {
 }
 
 func (h *harness) teardown() {
+	if h.mem != nil {
+		h.mem.finish()
+		h.mem = nil
+	}
 	if h.stopUnits != nil {
 		h.stopUnits()
 	}

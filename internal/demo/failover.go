@@ -184,6 +184,10 @@ func (h *harness) usage() {
 		r := h.reps[0]
 		h.res.PeakRSS, h.res.CPU = procUsage(r.cmd.Process.Pid)
 		h.res.Requests = r.scrape().requests
+		if h.mem != nil {
+			m := h.mem.finish()
+			h.res.Memory, h.mem = &m, nil
+		}
 		if h.opts.Scale {
 			api, etcd := h.controlPlaneCPU()
 			h.res.APIServerCPU, h.res.EtcdCPU = api-h.apiCPU, etcd-h.etcdCPU

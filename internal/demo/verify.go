@@ -326,6 +326,9 @@ func (h *harness) summary() {
 		} else {
 			fmt.Fprintf(out, "; peak RSS %.0f MB; CPU %.1fs\n", float64(r.PeakRSS)/(1<<20), r.CPU.Seconds())
 		}
+		if r.Memory != nil {
+			fmt.Fprintln(out, r.Memory)
+		}
 		if r.MachineSpeed > 0 {
 			fmt.Fprintf(out, "machine speed before the run: %.0f JSON round trips/s on %d CPUs (runs compare at equal speed)\n", r.MachineSpeed, runtime.NumCPU())
 		}
