@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
@@ -108,6 +109,9 @@ func (r *HelmRepo) CACert() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
 }
 
+// chartModTime is the time of every file of the charts AddChart packages.
+var chartModTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // AddChart packages a chart given as files (path → content, Chart.yaml at
 // the top) with Helm and writes the index again with Helm's repo package,
 // chart URLs relative to the repository. baseURL, when set, makes them
@@ -120,7 +124,10 @@ func (r *HelmRepo) AddChart(files map[string]string, baseURL string) (string, er
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		bf = append(bf, &archive.BufferedFile{Name: n, Data: []byte(files[n])})
+		// A fixed time: Helm stamps files without one with the time of
+		// packaging, and the same chart packaged by two repositories (an
+		// index entry pointing at another host) must have one digest.
+		bf = append(bf, &archive.BufferedFile{Name: n, Data: []byte(files[n]), ModTime: chartModTime})
 	}
 	ch, err := loader.LoadFiles(bf)
 	if err != nil {
