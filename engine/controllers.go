@@ -12,6 +12,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/fluxcd/pkg/runtime/predicates"
@@ -49,6 +50,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 	e.wake = map[string]chan event.GenericEvent{}
 	e.newObject = map[string]func() client.Object{}
 	for _, k := range kinds {
+		kind := k.kind
 		ch := make(chan event.GenericEvent, wakeBuffer)
 		e.wake[k.kind] = ch
 		e.newObject[k.kind] = k.newObject
@@ -60,7 +62,11 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 				predicate.LabelChangedPredicate{},
 				predicate.AnnotationChangedPredicate{},
 			))).
-			WatchesRawSource(ctrlsource.Channel(ch, &handler.EnqueueRequestForObject{}))
+			WatchesRawSource(ctrlsource.Channel(ch, &handler.EnqueueRequestForObject{})).
+			// An object's metrics go with it.
+			Watches(k.newObject(), handler.Funcs{DeleteFunc: func(_ context.Context, ev event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				e.metrics.forget(kind, ev.Object.GetNamespace(), ev.Object.GetName())
+			}})
 		// Dependencies and sources wake their dependents through the shared
 		// cache: the event comes from the informer, so the woken reconcile
 		// reads the state that woke it.

@@ -17,7 +17,6 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notifyv1 "github.com/fluxcd/notification-controller/api/v1"
 	notifyv1beta3 "github.com/fluxcd/notification-controller/api/v1beta3"
-	fluxmetrics "github.com/fluxcd/pkg/runtime/metrics"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,7 +61,7 @@ type Engine struct {
 	mgr      manager.Manager
 	store    *source.Store
 	server   *source.Server
-	metrics  *fluxmetrics.Recorder
+	metrics  *reconcileMetrics
 	registry *prometheus.Registry
 	graph    *depGraph
 	recorder recorder.EventRecorder
@@ -181,7 +180,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e := &Engine{
 		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
-		metrics: recorderFor(registry), registry: registry, graph: newDepGraph(),
+		metrics: metricsFor(registry), registry: registry, graph: newDepGraph(),
 		recorder: mgr.GetEventRecorder("cozy-aio"), helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
 	}
 	e.runCtx.Store(&contextBackground)
@@ -288,26 +287,6 @@ func AddToScheme(s *runtime.Scheme) error {
 		}
 	}
 	return nil
-}
-
-var defaultRecorder = fluxmetrics.NewRecorder()
-
-// recorderFor returns the Flux metrics recorder registered in registry,
-// sharing one per registry so that several engines can live in a process.
-func recorderFor(registry *prometheus.Registry) *fluxmetrics.Recorder {
-	rec := defaultRecorder
-	if registry != ctrlmetrics.Registry {
-		rec = fluxmetrics.NewRecorder()
-	}
-	for _, c := range rec.Collectors() {
-		if err := registry.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				panic(err)
-			}
-		}
-	}
-	return rec
 }
 
 // Client returns the engine's cached client.

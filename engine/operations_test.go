@@ -225,6 +225,28 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+
+	// A deleted object's series go with it, as in Flux.
+	if err := cp.Client.Delete(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	gone := `gotk_reconcile_condition{kind="Kustomization",name="apps",namespace="` + ns + `"`
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), gone) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics still shows %s a minute after the Kustomization was deleted", gone)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 var _ = kustomizev1.KustomizationKind

@@ -107,11 +107,11 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 	}
 	e.emit(kind, obj, orig, out)
 	e.logOutcome(ctx, kind, obj, orig, start, out)
-	ref := corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	e.metrics.RecordDuration(ref, start)
+	var ready metav1.ConditionStatus
 	if c := conditions.Get(obj, meta.ReadyCondition); c != nil {
-		e.metrics.RecordCondition(ref, *c)
+		ready = c.Status
 	}
+	e.metrics.record(kind, obj.GetNamespace(), obj.GetName(), start, ready)
 	switch {
 	case out.requeueAfter > 0:
 		return ctrl.Result{RequeueAfter: out.requeueAfter}, nil
