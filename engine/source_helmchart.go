@@ -84,11 +84,17 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 	default:
 		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.sourceRef.kind %q is not HelmRepository, GitRepository or Bucket", self, sr.Kind))
 	}
-	e.graph.Set(self, []nodeRef{{Kind: sr.Kind, Namespace: obj.Namespace, Name: sr.Name}})
-	b, out, ok := r.build(ctx, obj, self, "")
+	src := nodeRef{Kind: sr.Kind, Namespace: obj.Namespace, Name: sr.Name}
+	edges := &chartEdges{g: e.graph, self: self}
+	edges.add(src)
+	b, out, ok := r.build(ctx, obj, self, "", edges)
 	if !ok {
+		// The chart keeps waiting on the repositories of its dependencies
+		// too: the one that gets its artifact wakes it.
 		return out
 	}
+	// Built: only the source wakes it again, as in Flux.
+	e.graph.Set(self, []nodeRef{src})
 	verb, reason := "pulled", sourcev1.ChartPullSucceededReason
 	if b.packaged || (b.unchanged && (sr.Kind != sourcev1.HelmRepositoryKind || len(obj.Status.ObservedValuesFiles) > 0)) {
 		verb, reason = "packaged", sourcev1.ChartPackageSucceededReason
@@ -117,12 +123,42 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 
 // build produces the chart archive of obj. pin, when set, is the exact
 // version to build (a rebuild of the version status names); otherwise
-// the spec selects it, and an unchanged chart is not built again.
-func (r *helmChartReconciler) build(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string) (builtChart, outcome, bool) {
+// the spec selects it, and an unchanged chart is not built again. edges,
+// when set, records what the build waits on.
+func (r *helmChartReconciler) build(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string, edges *chartEdges) (builtChart, outcome, bool) {
 	if obj.Spec.SourceRef.Kind == sourcev1.HelmRepositoryKind {
 		return r.fromRepository(ctx, obj, self, pin)
 	}
-	return r.fromSource(ctx, obj, self, pin)
+	return r.fromSource(ctx, obj, self, pin, edges)
+}
+
+// chartEdges records in the dependency graph what a HelmChart waits on,
+// as its build meets it: its source, and for each dependency of a
+// packaged chart the HelmRepository it comes from, or its URL while no
+// HelmRepository has it. Each edge is recorded before the state it guards
+// is read, so a repository that gets its artifact in between still wakes
+// the chart: without them, a chart built before the repository of a
+// dependency had an artifact waited for its own interval.
+type chartEdges struct {
+	g    *depGraph
+	self nodeRef
+	refs []nodeRef
+}
+
+func (c *chartEdges) add(ref nodeRef) {
+	if c == nil || slices.Contains(c.refs, ref) {
+		return
+	}
+	c.refs = append(c.refs, ref)
+	c.g.Set(c.self, c.refs)
+}
+
+// repositoryURLRef names, in the dependency graph, the HelmRepository of
+// namespace that has url, while none has: a chart dependency waits on it,
+// and a HelmRepository with that URL wakes it (helmRepositoryReconciler).
+// No object name holds a ':', so it is no real HelmRepository's name.
+func repositoryURLRef(namespace, url string) nodeRef {
+	return nodeRef{Kind: sourcev1.HelmRepositoryKind, Namespace: namespace, Name: "url:" + strings.TrimSuffix(url, "/")}
 }
 
 // unchanged reports whether the stored artifact already is version of
@@ -322,7 +358,7 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 
 // fromSource packages the chart at spec.chart (a path) of a GitRepository
 // or Bucket artifact.
-func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string) (builtChart, outcome, bool) {
+func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string, edges *chartEdges) (builtChart, outcome, bool) {
 	e := r.e
 	sr := obj.Spec.SourceRef
 	art, out, ok := e.sourceArtifact(ctx, self, sr.Kind, obj.Namespace, sr.Name)
@@ -350,7 +386,7 @@ func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.Helm
 		VersionMetadata: versionMetadata(obj, art.Revision),
 		Values:          helmrepo.ValuesOptions{Files: obj.Spec.ValuesFiles, IgnoreMissing: obj.Spec.IgnoreMissingValuesFiles},
 		ValuesRoot:      src,
-		Dependencies:    r.dependencies(ctx, obj, self, src, chartDir),
+		Dependencies:    r.dependencies(ctx, obj, self, src, chartDir, edges),
 	})
 	if err != nil {
 		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s of %s/%s/%s: %w", self, rel, sr.Kind, obj.Namespace, sr.Name, err)), false
@@ -393,7 +429,7 @@ func (e *Engine) rebuildHelmChart(ctx context.Context, staging *source.Store, so
 	}
 	defer release()
 	self := nodeRef{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
-	b, out, ok := (&helmChartReconciler{e: e}).build(ctx, obj, self, revision)
+	b, out, ok := (&helmChartReconciler{e: e}).build(ctx, obj, self, revision, nil)
 	if !ok {
 		return source.Artifact{}, errors.New(out.message)
 	}
@@ -403,8 +439,9 @@ func (e *Engine) rebuildHelmChart(ctx context.Context, staging *source.Store, so
 // dependencies resolves the dependencies a packaged chart does not vendor:
 // file:// paths inside the source, and charts of repositories that a
 // HelmRepository of the chart's namespace names (its credentials apply).
-// Other repositories are refused rather than fetched anonymously.
-func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, root, chartDir string) helmrepo.DependencyResolver {
+// Other repositories are refused rather than fetched anonymously. edges,
+// when set, records the repositories (or URLs) the chart waits on.
+func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, root, chartDir string, edges *chartEdges) helmrepo.DependencyResolver {
 	return func(dep *chartv2.Dependency) ([]byte, error) {
 		if rest, ok := strings.CutPrefix(dep.Repository, "file://"); ok {
 			dir := filepath.Join(chartDir, filepath.FromSlash(rest))
@@ -414,6 +451,7 @@ func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.He
 			p, err := helmrepo.Package(dir, helmrepo.PackageOptions{})
 			return p.Data, err
 		}
+		edges.add(repositoryURLRef(obj.Namespace, dep.Repository))
 		var repos sourcev1.HelmRepositoryList
 		if err := r.e.mgr.GetClient().List(ctx, &repos, client.InNamespace(obj.Namespace)); err != nil {
 			return nil, err
@@ -423,6 +461,7 @@ func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.He
 			if strings.TrimSuffix(hr.Spec.URL, "/") != strings.TrimSuffix(dep.Repository, "/") {
 				continue
 			}
+			edges.add(nodeRef{Kind: sourcev1.HelmRepositoryKind, Namespace: hr.Namespace, Name: hr.Name})
 			sub := &sourcev1.HelmChart{ObjectMeta: obj.ObjectMeta, Spec: sourcev1.HelmChartSpec{
 				Chart: dep.Name, Version: dep.Version,
 				SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: hr.Name},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -373,6 +374,66 @@ func TestHelmChartValuesFilesAndDependencies(t *testing.T) {
 			conditions.GetReason(hc, meta.ReadyCondition) != sourcev1.ChartPackageSucceededReason {
 			t.Errorf("%s: observedValuesFiles %v (want %v), Ready reason %s", hc.Name, hc.Status.ObservedValuesFiles, tc.files,
 				conditions.GetReason(hc, meta.ReadyCondition))
+		}
+	}
+}
+
+// TestHelmChartWakesWhenDependencyRepositoryIsReady packages umbrella
+// charts from Git before the HelmRepository of their dependency can serve
+// it: one whose repository exists but has no artifact yet (suspended), one
+// whose repository does not exist yet. Each fails naming the cause; once
+// the repository stores its index, the chart is packaged at once, not at
+// its interval (an hour here): the repository wakes the charts that wait
+// on it.
+func TestHelmChartWakesWhenDependencyRepositoryIsReady(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	first := helmRepo(t, testenv.HelmRepoOptions{}, demoChart("1.0.0"))
+	second := helmRepo(t, testenv.HelmRepoOptions{}, demoChart("1.0.0"))
+	umbrella := func(name, url string) map[string]string {
+		return prefixed("charts/"+name+"/", map[string]string{
+			"Chart.yaml":  "apiVersion: v2\nname: " + name + "\nversion: 2.0.0\ndependencies:\n- name: demo\n  version: 1.x\n  repository: " + url + "\n",
+			"values.yaml": "demo:\n  color: white\n",
+		})
+	}
+	files := umbrella("no-artifact", first.URL())
+	maps.Copy(files, umbrella("no-repository", second.URL()))
+	_, gr := gitSource(t, ns, "platform", files)
+	startEngine(t, engine.Options{})
+
+	charts := helmRepository(ns, "charts", first.URL())
+	charts.Spec.Suspend = true
+	noArtifact := helmChart(ns, "no-artifact", gr.Name, "charts/no-artifact", "")
+	noRepo := helmChart(ns, "no-repository", gr.Name, "charts/no-repository", "")
+	for _, hc := range []*sourcev1.HelmChart{noArtifact, noRepo} {
+		hc.Spec.SourceRef.Kind = sourcev1.GitRepositoryKind
+	}
+	create(t, charts, noArtifact, noRepo)
+	for _, tc := range []struct {
+		hc   *sourcev1.HelmChart
+		want string
+	}{
+		{noArtifact, fmt.Sprintf("source HelmRepository/%s/charts has no artifact yet", ns)},
+		{noRepo, fmt.Sprintf("no HelmRepository in namespace %s has the URL %s", ns, second.URL())},
+	} {
+		waitFor(t, tc.hc, func() bool {
+			c := conditions.Get(tc.hc, meta.ReadyCondition)
+			return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, tc.want)
+		}, "Ready=False with "+tc.want)
+	}
+
+	// The repository gets its artifact; the other one appears.
+	patch := client.MergeFrom(charts.DeepCopy())
+	charts.Spec.Suspend = false
+	if err := cp.Client.Patch(ctx, charts, patch); err != nil {
+		t.Fatal(err)
+	}
+	create(t, helmRepository(ns, "more", second.URL()))
+	for _, hc := range []*sourcev1.HelmChart{noArtifact, noRepo} {
+		waitFor(t, hc, readyIs(hc, true), "Ready=True")
+		if hc.Status.Artifact == nil || hc.Status.Artifact.Revision != "2.0.0" ||
+			conditions.GetReason(hc, meta.ReadyCondition) != sourcev1.ChartPackageSucceededReason {
+			t.Errorf("%s: artifact %+v, Ready reason %s", hc.Name, hc.Status.Artifact, conditions.GetReason(hc, meta.ReadyCondition))
 		}
 	}
 }

@@ -32,6 +32,13 @@ func (r *helmRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if obj.Name == "" {
 		// Deleted: reconcileSource removed its artifacts.
 		r.e.helmRepos.Forget(source.Object{Kind: sourcev1.HelmRepositoryKind, Namespace: req.Namespace, Name: req.Name})
+	} else if obj.Spec.URL != "" {
+		// Charts whose dependency comes from this URL, and found no
+		// HelmRepository for it, look again: from now on they wait on
+		// this repository by name, through the shared cache.
+		for _, d := range r.e.graph.Dependents(repositoryURLRef(obj.Namespace, obj.Spec.URL)) {
+			r.e.enqueue(d)
+		}
 	}
 	return res, err
 }
