@@ -8,9 +8,11 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
 )
@@ -70,9 +72,46 @@ func (s *session) applyCRDs(ch *chartv2.Chart, p CRDPolicy, timeout time.Duratio
 	if err := w.Wait(all, timeout); err != nil {
 		return fmt.Errorf("waiting for CRDs to be established: %w", err)
 	}
-	s.c.getter.discovery.Invalidate()
-	s.c.getter.mapper.Reset()
-	return nil
+	return s.awaitMappings(all, timeout)
+}
+
+// awaitMappings resets the REST mapper until every CRD's kind maps. An
+// Established CRD is not yet in the API server's discovery documents,
+// which follow it asynchronously; a mapper reset in between would keep
+// answering "no matches for kind" for the chart's custom resources.
+func (s *session) awaitMappings(crds kube.ResourceList, timeout time.Duration) error {
+	mapper := s.c.getter.mapper
+	deadline := time.Now().Add(timeout)
+	for {
+		s.c.getter.discovery.Invalidate()
+		mapper.Reset()
+		missing := ""
+		for _, info := range crds {
+			u, ok := info.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+			if kind == "" {
+				continue
+			}
+			if _, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err != nil {
+				if !meta.IsNoMatchError(err) {
+					return err
+				}
+				missing = kind + "." + group
+				break
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CRD %s is established but the API server's discovery does not serve it after %s", missing, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func applyCRD(info *resource.Info, p CRDPolicy) error {
