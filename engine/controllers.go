@@ -9,6 +9,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -92,11 +93,26 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 				SkipNameValidation: &skipNameValidation,
 				NeedLeaderElection: &onLeader,
 				EnableWarmup:       &onLeader,
+				RateLimiter:        rateLimiter(k.kind),
 			}).
 			Complete(reconciler)
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// rateLimiter returns the workqueue rate limiter of kind's controller.
+// The source kinds retry a failure with Flux's exponential backoff (750 ms
+// doubling to 15 min, reset by a success), the limiter source-controller
+// runs with; the other kinds retry after their retry interval and keep
+// controller-runtime's default (nil) for the errors they return.
+func rateLimiter(kind string) workqueue.TypedRateLimiter[reconcile.Request] {
+	switch kind {
+	case sourcev1.GitRepositoryKind, sourcev1.OCIRepositoryKind, sourcev1.BucketKind,
+		sourcev1.HelmRepositoryKind, sourcev1.HelmChartKind:
+		return runtimectrl.GetDefaultRateLimiter()
 	}
 	return nil
 }

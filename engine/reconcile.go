@@ -57,7 +57,18 @@ func waiting(reason, msg string, after time.Duration) outcome {
 
 // timing carries the object's interval and retry interval.
 type timing struct {
-	interval, retry time.Duration
+	// interval is the requeue after a success.
+	interval time.Duration
+	// retry is the fixed requeue after a failure (a Kustomization's
+	// spec.retryInterval) unless backoff is set.
+	retry time.Duration
+	// backoff hands a failure's retry to the controller's rate limiter,
+	// an exponential backoff that a success resets. Flux's
+	// source-controller returns a failure to controller-runtime, so a
+	// source that failed on a network blip recovers within seconds rather
+	// than after spec.interval. A waiting object still requeues after
+	// interval: what it waits on wakes it.
+	backoff bool
 }
 
 // finish writes the outcome: the Ready, Reconciling and Stalled conditions
@@ -112,6 +123,8 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 		ready = c.Status
 	}
 	e.metrics.record(kind, obj.GetNamespace(), obj.GetName(), start, ready)
+	// A result with RequeueAfter, or none, makes the workqueue forget the
+	// object's failures: the next failure backs off from the start again.
 	switch {
 	case out.requeueAfter > 0:
 		return ctrl.Result{RequeueAfter: out.requeueAfter}, nil
@@ -119,8 +132,14 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 		return ctrl.Result{RequeueAfter: t.interval}, nil
 	case out.stalled:
 		return ctrl.Result{}, nil
-	default:
+	case !t.backoff:
 		return ctrl.Result{RequeueAfter: t.retry}, nil
+	case out.waiting:
+		return ctrl.Result{RequeueAfter: t.interval}, nil
+	default:
+		// The rate-limited requeue a returned error would get, without
+		// controller-runtime logging the failure logOutcome logged.
+		return ctrl.Result{Requeue: true}, nil //nolint:staticcheck // Requeue is the only error-free way to the rate limiter
 	}
 }
 

@@ -19,7 +19,9 @@ type sourceObject interface {
 // reconcileSource is the frame shared by the source reconcilers: read the
 // object (a deleted one loses its artifacts), skip it when suspended, run
 // the kind's fetch, and write status once. setStatus records the
-// generation and the handled request in the kind's status.
+// generation and the handled request in the kind's status. A success
+// requeues after spec.interval; a failure that is not stalled retries
+// with the controller's exponential backoff, as in Flux.
 func (e *Engine) reconcileSource(ctx context.Context, req ctrl.Request, kind string, obj sourceObject,
 	fetch func(source.Object) outcome, suspended func() bool, setStatus func(generation int64, handled string)) (ctrl.Result, error) {
 	sobj := source.Object{Kind: kind, Namespace: req.Namespace, Name: req.Name}
@@ -36,5 +38,5 @@ func (e *Engine) reconcileSource(ctx context.Context, req ctrl.Request, kind str
 	orig := obj.DeepCopyObject().(object)
 	out := fetch(sobj)
 	setStatus(obj.GetGeneration(), handledRequest(obj))
-	return e.finish(ctx, kind, obj, orig, start, out, timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+	return e.finish(ctx, kind, obj, orig, start, out, timing{interval: obj.GetRequeueAfter(), backoff: true})
 }
