@@ -104,14 +104,16 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 }
 
 // rateLimiter returns the workqueue rate limiter of kind's controller.
-// The source kinds retry a failure with Flux's exponential backoff (750 ms
-// doubling to 15 min, reset by a success), the limiter source-controller
-// runs with; the other kinds retry after their retry interval and keep
-// controller-runtime's default (nil) for the errors they return.
+// The source kinds and HelmRelease retry a failure with Flux's exponential
+// backoff (750 ms doubling to 15 min, reset by a success), the limiter
+// source- and helm-controller run with (helm-controller returns a failed
+// release to controller-runtime); Kustomization retries after its
+// spec.retryInterval, as kustomize-controller does, and keeps
+// controller-runtime's default (nil) for the errors it returns.
 func rateLimiter(kind string) workqueue.TypedRateLimiter[reconcile.Request] {
 	switch kind {
 	case sourcev1.GitRepositoryKind, sourcev1.OCIRepositoryKind, sourcev1.BucketKind,
-		sourcev1.HelmRepositoryKind, sourcev1.HelmChartKind:
+		sourcev1.HelmRepositoryKind, sourcev1.HelmChartKind, helmv2.HelmReleaseKind:
 		return runtimectrl.GetDefaultRateLimiter()
 	}
 	return nil

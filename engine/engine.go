@@ -17,6 +17,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notifyv1 "github.com/fluxcd/notification-controller/api/v1"
 	notifyv1beta3 "github.com/fluxcd/notification-controller/api/v1beta3"
+	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -184,6 +185,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		recorder: mgr.GetEventRecorder("cozy-aio"), helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
 	}
 	e.runCtx.Store(&contextBackground)
+	e.helm.backoff = runtimectrl.GetDefaultRateLimiter()
 	// Alone, the engine places with memory: a tenant moves only when the
 	// balance target needs it. Replicas place with the memory the leader
 	// publishes (replicas_assignment.go), so that they agree.

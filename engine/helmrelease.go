@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -77,7 +78,7 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		obj.Status.ObservedGeneration = obj.Generation
 		obj.Status.LastHandledReconcileAt = handledRequest(obj)
 		return e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
-			timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+			timing{interval: obj.GetRequeueAfter(), backoff: true})
 	}
 	e.dispatchHelm(obj, self, r.release)
 	return ctrl.Result{}, nil
@@ -156,7 +157,14 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 	obj.Status.ObservedGeneration = obj.Generation
 	obj.Status.LastHandledReconcileAt = handledRequest(obj)
 	res, err := e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
-		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRequeueAfter()})
+		timing{interval: obj.GetRequeueAfter(), backoff: true})
+	// The work ran on a shard worker, outside the controller's workqueue:
+	// the failure's backoff is kept here.
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: self.Namespace, Name: self.Name}}
+	if res.Requeue { //nolint:staticcheck // finish's signal for "retry with backoff"
+		return e.helm.backoff.When(req), err
+	}
+	e.helm.backoff.Forget(req)
 	return res.RequeueAfter, err
 }
 

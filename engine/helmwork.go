@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/shard"
@@ -28,6 +30,10 @@ type helmWork struct {
 	// yet does not send it again (a newer version without the finalizer
 	// is someone removing it, and gets it back).
 	finalizers map[types.UID]string
+	// backoff spaces the retries of a failed release, Flux's exponential
+	// backoff (fluxcd/pkg/runtime/controller: 750 ms doubling to 15 min)
+	// as helm-controller's workqueue applies it; a success resets it.
+	backoff workqueue.TypedRateLimiter[reconcile.Request]
 }
 
 func (e *Engine) helmManager() (*helm.Manager, error) {
