@@ -1,12 +1,22 @@
 package engine
 
 import (
+	"bufio"
+	"cmp"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 )
 
 // reconcileMetrics exports the series Flux's controllers export for every
@@ -24,9 +34,22 @@ import (
 //
 // The series of an object go when the object does (Flux deletes them when
 // it finalizes an object).
+//
+// Gathering builds a protobuf message per series, about 2.7 KB per object
+// that lives until the scrape is written (measured at 3,000 HelmReleases: 8
+// MB of a 42 MB live heap while /metrics was read). The engine's own
+// /metrics handler writes these series as text straight from the counters
+// instead (writeText): during its Gather of the registry the collector is
+// muted.
 type reconcileMetrics struct {
 	mu   sync.Mutex
 	objs map[metricKey]*objectMetrics
+	// exported is set when this collector is the registry's (metricsFor):
+	// only then does the handler write its series.
+	exported bool
+	// muted counts the engine /metrics handlers gathering the registry now;
+	// while it is above zero Collect sends nothing.
+	muted atomic.Int32
 }
 
 type metricKey struct{ kind, namespace, name string }
@@ -42,18 +65,22 @@ type objectMetrics struct {
 	buckets [len(durationBounds) + 1]uint32
 }
 
+const (
+	conditionHelp = "The current condition status of a GitOps Toolkit resource reconciliation."
+	durationHelp  = "The duration in seconds of a GitOps Toolkit resource reconciliation."
+)
+
 // durationBounds are the histogram's upper bounds, Flux's: ten buckets from
 // 10 ms to 30 minutes (prometheus.ExponentialBucketsRange(10e-3, 1800, 10)).
 var durationBounds = [10]float64(prometheus.ExponentialBucketsRange(10e-3, 1800, 10))
 
 var (
-	conditionDesc = prometheus.NewDesc("gotk_reconcile_condition",
-		"The current condition status of a GitOps Toolkit resource reconciliation.",
+	conditionDesc = prometheus.NewDesc("gotk_reconcile_condition", conditionHelp,
 		[]string{"kind", "name", "namespace", "type", "status"}, nil)
-	durationDesc = prometheus.NewDesc("gotk_reconcile_duration_seconds",
-		"The duration in seconds of a GitOps Toolkit resource reconciliation.",
+	durationDesc = prometheus.NewDesc("gotk_reconcile_duration_seconds", durationHelp,
 		[]string{"kind", "name", "namespace"}, nil)
-	conditionStatuses = [...]metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
+	// conditionStatuses in the order Gather sorts their series.
+	conditionStatuses = [...]metav1.ConditionStatus{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionUnknown}
 )
 
 func newReconcileMetrics() *reconcileMetrics {
@@ -99,16 +126,10 @@ func (m *reconcileMetrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (m *reconcileMetrics) Collect(ch chan<- prometheus.Metric) {
-	type series struct {
-		key metricKey
-		obj objectMetrics
+	if m.muted.Load() > 0 {
+		return
 	}
-	m.mu.Lock()
-	all := make([]series, 0, len(m.objs))
-	for k, o := range m.objs {
-		all = append(all, series{key: k, obj: *o})
-	}
-	m.mu.Unlock()
+	all := m.snapshot()
 	for _, s := range all {
 		k, o := s.key, s.obj
 		if o.ready != "" {
@@ -135,7 +156,9 @@ func (m *reconcileMetrics) Collect(ch chan<- prometheus.Metric) {
 // registry, so that several engines can share a process and a registry.
 func metricsFor(registry *prometheus.Registry) *reconcileMetrics {
 	m := newReconcileMetrics()
-	if err := registry.Register(m); err != nil {
+	err := registry.Register(m)
+	m.exported = err == nil
+	if err != nil {
 		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
 			if existing, ok := are.ExistingCollector.(*reconcileMetrics); ok {
 				return existing
@@ -145,4 +168,158 @@ func metricsFor(registry *prometheus.Registry) *reconcileMetrics {
 		// names already: keep counting, unexported.
 	}
 	return m
+}
+
+// snapshot copies every object's counters, sorted as Gather sorts series:
+// by kind, name and namespace.
+func (m *reconcileMetrics) snapshot() []objectSeries {
+	m.mu.Lock()
+	all := make([]objectSeries, 0, len(m.objs))
+	for k, o := range m.objs {
+		all = append(all, objectSeries{key: k, obj: *o})
+	}
+	m.mu.Unlock()
+	slices.SortFunc(all, func(a, b objectSeries) int {
+		return cmp.Or(strings.Compare(a.key.kind, b.key.kind), strings.Compare(a.key.name, b.key.name),
+			strings.Compare(a.key.namespace, b.key.namespace))
+	})
+	return all
+}
+
+type objectSeries struct {
+	key metricKey
+	obj objectMetrics
+}
+
+// writeText writes the series in Prometheus' text format, as the text
+// encoder writes what Collect sends: the same lines in the same order.
+func (m *reconcileMetrics) writeText(w *bufio.Writer) error {
+	all := m.snapshot()
+	var num []byte
+	float := func(f float64) {
+		switch {
+		case math.IsInf(f, +1):
+			w.WriteString("+Inf")
+		default:
+			num = strconv.AppendFloat(num[:0], f, 'g', -1, 64)
+			w.Write(num)
+		}
+	}
+	labels := func(k metricKey) {
+		w.WriteString(`{kind="`)
+		writeLabelValue(w, k.kind)
+		w.WriteString(`",name="`)
+		writeLabelValue(w, k.name)
+		w.WriteString(`",namespace="`)
+		writeLabelValue(w, k.namespace)
+		w.WriteByte('"')
+	}
+	ready := false
+	for i := range all {
+		ready = ready || all[i].obj.ready != ""
+	}
+	if ready {
+		w.WriteString("# HELP gotk_reconcile_condition " + conditionHelp + "\n# TYPE gotk_reconcile_condition gauge\n")
+		for i := range all {
+			s := &all[i]
+			if s.obj.ready == "" {
+				continue
+			}
+			for _, st := range conditionStatuses {
+				w.WriteString("gotk_reconcile_condition")
+				labels(s.key)
+				w.WriteString(`,status="` + string(st) + `",type="Ready"} `)
+				if st == s.obj.ready {
+					w.WriteString("1\n")
+				} else {
+					w.WriteString("0\n")
+				}
+			}
+		}
+	}
+	if len(all) > 0 {
+		w.WriteString("# HELP gotk_reconcile_duration_seconds " + durationHelp + "\n# TYPE gotk_reconcile_duration_seconds histogram\n")
+	}
+	for i := range all {
+		s := &all[i]
+		var cum uint64
+		for b := range len(durationBounds) + 1 {
+			cum += uint64(s.obj.buckets[b])
+			if b == len(durationBounds) {
+				cum = s.obj.count
+			}
+			w.WriteString("gotk_reconcile_duration_seconds_bucket")
+			labels(s.key)
+			w.WriteString(`,le="`)
+			if b < len(durationBounds) {
+				float(durationBounds[b])
+			} else {
+				float(math.Inf(+1))
+			}
+			w.WriteString(`"} `)
+			float(float64(cum))
+			w.WriteByte('\n')
+		}
+		w.WriteString("gotk_reconcile_duration_seconds_sum")
+		labels(s.key)
+		w.WriteString("} ")
+		float(s.obj.sum)
+		w.WriteString("\ngotk_reconcile_duration_seconds_count")
+		labels(s.key)
+		w.WriteString("} ")
+		float(float64(s.obj.count))
+		w.WriteByte('\n')
+	}
+	return w.Flush()
+}
+
+// writeLabelValue escapes a label value as the text format does.
+func writeLabelValue(w *bufio.Writer, v string) {
+	if !strings.ContainsAny(v, "\\\"\n") {
+		w.WriteString(v)
+		return
+	}
+	for _, r := range v {
+		switch r {
+		case '\\':
+			w.WriteString(`\\`)
+		case '"':
+			w.WriteString(`\"`)
+		case '\n':
+			w.WriteString(`\n`)
+		default:
+			w.WriteRune(r)
+		}
+	}
+}
+
+// metricsHandler serves the registry in the text format, with the
+// reconcile metrics written from their counters rather than gathered.
+//
+// While it gathers, the collector is muted: a Gather of the same registry
+// by someone else at that moment (an embedder serving it too) leaves the
+// gotk series out of that one scrape.
+func metricsHandler(registry *prometheus.Registry, m *reconcileMetrics) http.Handler {
+	if !m.exported {
+		return promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.muted.Add(1)
+		families, err := registry.Gather()
+		m.muted.Add(-1)
+		if err != nil && len(families) == 0 {
+			http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		format := expfmt.NewFormat(expfmt.TypeTextPlain)
+		w.Header().Set("Content-Type", string(format))
+		bw := bufio.NewWriterSize(w, 32<<10)
+		enc := expfmt.NewEncoder(bw, format)
+		for _, f := range families {
+			if err := enc.Encode(f); err != nil {
+				return
+			}
+		}
+		_ = m.writeText(bw)
+	})
 }

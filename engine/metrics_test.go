@@ -1,13 +1,18 @@
 package engine
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	fluxmetrics "github.com/fluxcd/pkg/runtime/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -89,5 +94,74 @@ func TestReconcileMetricsOnePerRegistry(t *testing.T) {
 	}
 	if c := metricsFor(prometheus.NewRegistry()); c == a {
 		t.Fatal("two registries share a collector")
+	}
+}
+
+// TestMetricsHandlerWritesWhatGatherWould checks the engine's /metrics:
+// the reconcile series it writes from its counters are, family by family,
+// what client_golang's handler writes from a Gather, and the registry's
+// other series are there too.
+func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metricsFor(reg)
+	other := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zz_other_total", Help: "Another series."}, []string{"x"})
+	other.WithLabelValues("a").Add(3)
+	reg.MustRegister(other)
+	start := time.Now()
+	for _, r := range []struct {
+		kind, ns, name string
+		ago            time.Duration
+		ready          metav1.ConditionStatus
+	}{
+		{"HelmRelease", "tenant-b", "web", 20 * time.Millisecond, metav1.ConditionTrue},
+		{"HelmRelease", "tenant-a", "web", 3 * time.Second, metav1.ConditionFalse},
+		{"HelmRelease", "tenant-a", "web", 0, metav1.ConditionUnknown},
+		{"HelmRelease", "tenant-a", "api", time.Hour, metav1.ConditionTrue},
+		{"Kustomization", "flux-system", `odd"name\\with` + "\n", 90 * time.Second, metav1.ConditionTrue},
+		{"GitRepository", "flux-system", "apps", 300 * time.Millisecond, ""},
+	} {
+		m.record(r.kind, r.ns, r.name, start.Add(-r.ago), r.ready)
+	}
+	scrape := func(h interface {
+		ServeHTTP(w http.ResponseWriter, r *http.Request)
+	}) map[string]string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			t.Fatalf("Content-Type %q", ct)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		body := rec.Body.String()
+		families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("/metrics does not parse: %v\n%s", err, body)
+		}
+		out := map[string]string{}
+		for name, f := range families {
+			var b strings.Builder
+			if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = b.String()
+		}
+		return out
+	}
+	ours := scrape(metricsHandler(reg, m))
+	theirs := scrape(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true}))
+	for _, name := range []string{"gotk_reconcile_condition", "gotk_reconcile_duration_seconds", "zz_other_total"} {
+		if ours[name] == "" {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if len(ours) != len(theirs) {
+		t.Errorf("%d families, client_golang's handler writes %d", len(ours), len(theirs))
+	}
+	for name, want := range theirs {
+		if ours[name] != want {
+			t.Errorf("%s differs:\nours:\n%s\nclient_golang:\n%s", name, ours[name], want)
+		}
+	}
+	if n := testutil.CollectAndCount(m); n != 4*3+5 {
+		t.Errorf("Gather after a scrape sees %d series, want 17: the collector stayed muted", n)
 	}
 }
