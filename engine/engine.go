@@ -181,7 +181,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: metricsFor(registry), registry: registry, graph: newDepGraph(),
-		recorder: mgr.GetEventRecorder("cozy-aio"), helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
+		helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
+		// core/v1 Events, as Flux records them (coreEvents).
+		recorder: coreEvents{mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
 	e.helm.backoff = runtimectrl.GetDefaultRateLimiter()

@@ -146,11 +146,14 @@ func TestKustomizationBadInputs(t *testing.T) {
 	badPath := kustomization(ns, "bad-path", "src", "./nowhere")
 	broken := kustomization(ns, "broken", "src", "./broken")
 	noSource := kustomization(ns, "no-source", "absent", "./good")
+	// A message over the 1,024 bytes events.k8s.io/v1 allows with an
+	// eventTime: its event must still be recorded, as Flux records it.
+	longPath := kustomization(ns, "long-path", "src", "./"+strings.Repeat("nowhere-at-all/", 80))
 	cycleA := kustomization(ns, "cycle-a", "src", "./good")
 	cycleA.Spec.DependsOn = []meta.DependencyReference{{Name: "cycle-b"}}
 	cycleB := kustomization(ns, "cycle-b", "src", "./good")
 	cycleB.Spec.DependsOn = []meta.DependencyReference{{Name: "cycle-a"}}
-	for _, k := range []*kustomizev1.Kustomization{good, badPath, broken, noSource, cycleA, cycleB} {
+	for _, k := range []*kustomizev1.Kustomization{good, badPath, longPath, broken, noSource, cycleA, cycleB} {
 		if err := cp.Client.Create(ctx, k); err != nil {
 			t.Fatal(err)
 		}
@@ -162,6 +165,7 @@ func TestKustomizationBadInputs(t *testing.T) {
 		says   []string
 	}{
 		{badPath, meta.InvalidPathReason, []string{"Kustomization/" + ns + "/bad-path", "./nowhere"}},
+		{longPath, meta.InvalidPathReason, []string{"Kustomization/" + ns + "/long-path", longPath.Spec.Path}},
 		{broken, meta.BuildFailedReason, []string{"Kustomization/" + ns + "/broken", "missing.yaml"}},
 		{noSource, meta.ArtifactFailedReason, []string{"GitRepository/" + ns + "/absent", "not found"}},
 		{cycleA, engine.DependencyCycleReason, []string{"cycle-a", "cycle-b"}},
@@ -178,19 +182,28 @@ func TestKustomizationBadInputs(t *testing.T) {
 	// Each failure is also a Warning event on its object.
 	// Events are written asynchronously by the recorder.
 	var events eventsv1.EventList
-	var sawWarning bool
-	for deadline := time.Now().Add(30 * time.Second); !sawWarning && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	var sawWarning, sawLong bool
+	for deadline := time.Now().Add(30 * time.Second); !(sawWarning && sawLong) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if err := cp.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 		for _, ev := range events.Items {
-			if ev.Regarding.Name == "bad-path" && ev.Type == corev1.EventTypeWarning && ev.Reason == meta.InvalidPathReason {
+			if ev.Type != corev1.EventTypeWarning || ev.Reason != meta.InvalidPathReason {
+				continue
+			}
+			switch ev.Regarding.Name {
+			case "bad-path":
 				sawWarning = true
+			case "long-path":
+				sawLong = len(ev.Note) > 1024 && strings.Contains(ev.Note, longPath.Spec.Path)
 			}
 		}
 	}
 	if !sawWarning {
 		t.Errorf("no Warning event with reason %s on Kustomization bad-path among %d events", meta.InvalidPathReason, len(events.Items))
+	}
+	if !sawLong {
+		t.Errorf("no Warning event with the whole %d-byte path on Kustomization long-path", len(longPath.Spec.Path))
 	}
 }
 
