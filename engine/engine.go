@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +64,9 @@ type Engine struct {
 	server   *source.Server
 	metrics  *reconcileMetrics
 	registry *prometheus.Registry
+	// events is the event broadcaster of the engine's own manager (New),
+	// which Start shuts down; nil on an embedder's manager.
+	events record.EventBroadcaster
 	graph    *depGraph
 	recorder recorder.EventRecorder
 	// start is when this engine was built: the incarnation recorded on
@@ -137,12 +141,20 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// appliers' own clients), and they are a large part of each
 		// HelmRelease (one entry per writer, with the fields it owns).
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// core/v1 Events, as Flux records them, written in parallel
+		// (events.go).
+		EventBroadcaster: newEventBroadcaster(), //nolint:staticcheck
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	return setup(mgr, cfg, opts, true)
+	e, err := setup(mgr, cfg, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	e.events = mopts.EventBroadcaster //nolint:staticcheck
+	return e, nil
 }
 
 // Setup builds an Engine on a manager the embedder owns, sharing its
@@ -317,6 +329,10 @@ func (e *Engine) Start(ctx context.Context) error {
 		if err := e.installCRDs(ctx); err != nil {
 			return err
 		}
+	}
+	if e.events != nil {
+		// The manager leaves a broadcaster it was given running.
+		defer e.events.Shutdown()
 	}
 	return e.mgr.Start(ctx)
 }

@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -99,26 +98,6 @@ func (e *Engine) setupNotify() error {
 		}
 	}
 	return nil
-}
-
-// coreEvents records Kubernetes Events as core/v1 Events (client-go's
-// tools/record), the backend Flux's controllers use by default
-// (fluxcd/pkg/runtime/events). The events.k8s.io/v1 recorder sets
-// eventTime, and the API server then rejects a note over 1,024 bytes, which
-// that recorder drops without a word (Flux's messages often are longer:
-// applied object lists, Helm errors); and it keeps every event it sent for
-// 6 to 12 minutes to build series (about 1 KB per release), where the
-// core/v1 correlator keeps caches of at most 4,096 entries. The related
-// object and the action have no core/v1 field and are left out, as Flux
-// leaves them.
-type coreEvents struct{ rec record.EventRecorder }
-
-func (c coreEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
-	c.rec.Eventf(regarding, eventtype, reason, note, args...)
-}
-
-func (c coreEvents) AnnotatedEventf(regarding, _ runtime.Object, annotations map[string]string, eventtype, reason, _, note string, args ...any) {
-	c.rec.AnnotatedEventf(regarding, annotations, eventtype, reason, note, args...)
 }
 
 // notifyingRecorder records each Kubernetes Event and also sends it, as a
