@@ -66,7 +66,7 @@ type Engine struct {
 	registry *prometheus.Registry
 	// events is the event broadcaster of the engine's own manager (New),
 	// which Start shuts down; nil on an embedder's manager.
-	events record.EventBroadcaster
+	events   record.EventBroadcaster
 	graph    *depGraph
 	recorder recorder.EventRecorder
 	// start is when this engine was built: the incarnation recorded on

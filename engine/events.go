@@ -123,4 +123,3 @@ func (s *parallelSink) write(do func() error) {
 		}
 	}()
 }
-
