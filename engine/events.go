@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,15 +41,31 @@ func (c coreEvents) AnnotatedEventf(regarding, _ runtime.Object, annotations map
 // wrote one event in three (POST events 0.33 per release, against 1.01 with
 // the events.k8s.io/v1 broadcaster, which writes each event from a goroutine
 // of its own).
-type eventBroadcaster struct{ record.EventBroadcaster }
+//
+// Shutdown also ends the writers' retries.
+type eventBroadcaster struct {
+	record.EventBroadcaster
+	done     chan struct{}
+	shutdown func()
+}
 
-func newEventBroadcaster() eventBroadcaster {
-	return eventBroadcaster{record.NewBroadcaster()}
+func newEventBroadcaster() *eventBroadcaster {
+	done := make(chan struct{})
+	return &eventBroadcaster{EventBroadcaster: record.NewBroadcaster(), done: done,
+		shutdown: sync.OnceFunc(func() { close(done) })}
 }
 
 // StartRecordingToSink implements record.EventBroadcaster.
-func (b eventBroadcaster) StartRecordingToSink(sink record.EventSink) watch.Interface {
-	return b.EventBroadcaster.StartRecordingToSink(newParallelSink(sink, eventWriters, eventRetryDelay))
+func (b *eventBroadcaster) StartRecordingToSink(sink record.EventSink) watch.Interface {
+	p := newParallelSink(sink, eventWriters, eventRetryDelay)
+	p.done = b.done
+	return b.EventBroadcaster.StartRecordingToSink(p)
+}
+
+// Shutdown implements record.EventBroadcaster.
+func (b *eventBroadcaster) Shutdown() {
+	b.shutdown()
+	b.EventBroadcaster.Shutdown()
 }
 
 const (
@@ -69,6 +86,8 @@ type parallelSink struct {
 	sink  record.EventSink
 	slots chan struct{}
 	delay time.Duration
+	// done ends the retries when closed (nil: never).
+	done <-chan struct{}
 }
 
 func newParallelSink(sink record.EventSink, n int, delay time.Duration) *parallelSink {
@@ -119,7 +138,11 @@ func (s *parallelSink) write(do func() error) {
 			if try == 1 {
 				delay = time.Duration(rand.Float64() * float64(delay))
 			}
-			time.Sleep(delay)
+			select {
+			case <-s.done:
+				return
+			case <-time.After(delay):
+			}
 		}
 	}()
 }

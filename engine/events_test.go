@@ -129,4 +129,18 @@ func TestParallelSinkRetries(t *testing.T) {
 	if n := tries.Load(); n != 103 {
 		t.Errorf("a rejected event was tried %d times, want once", (n-3)/100)
 	}
+
+	// Shutting the broadcaster down ends a write's retries.
+	done := make(chan struct{})
+	stuck := newParallelSink(&slowSink{created: map[string]int{}, fail: func(string, *corev1.Event) error {
+		return errors.New("connection refused")
+	}}, 1, time.Hour)
+	stuck.done = done
+	stuck.Create(ev("unreachable"))
+	close(done)
+	for deadline := time.Now().Add(10 * time.Second); len(stuck.slots) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a write still retries after the broadcaster was shut down")
+		}
+	}
 }
