@@ -154,6 +154,13 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 	start := time.Now()
 	orig := obj.DeepCopy()
 	out := r.reconcileRelease(ctx, obj, self)
+	if cause := context.Cause(ctx); errors.Is(cause, errShardLost) || errors.Is(cause, errHandedOff) {
+		// This replica gave the release's shard up while the action ran,
+		// and cancelled it: the release's next owner reports it. A status
+		// written here could land after that owner's.
+		e.opts.Logger.Info("Helm action cancelled: the shard moved to another replica", "HelmRelease", self.String(), "cause", cause.Error())
+		return 0, nil
+	}
 	obj.Status.ObservedGeneration = obj.Generation
 	obj.Status.LastHandledReconcileAt = handledRequest(obj)
 	res, err := e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,

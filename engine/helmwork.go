@@ -52,6 +52,7 @@ func (e *Engine) helmManager() (*helm.Manager, error) {
 		if e.replicas != nil {
 			opts.HolderAlive = e.replicas.alive
 			opts.Fence = e.replicas.fence
+			opts.Claim = e.replicas.claim
 		}
 		e.helm.manager, e.helm.err = helm.New(e.cfg, opts)
 	})

@@ -181,8 +181,10 @@ type ReplicaOptions struct {
 	// Defaults: 15s, 10s and 2s, as Kubernetes' own controllers.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// HandoffGrace bounds the wait for a shard's running Helm actions
-	// before its Lease is released, on a rebalance or at shutdown.
-	// Default: 30s.
+	// before its Lease is released, on a rebalance or at shutdown. The
+	// actions still running then are cancelled and write no release record
+	// any more; the next owner recovers their pending revisions as after a
+	// crash. Default: 30s.
 	HandoffGrace time.Duration
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -33,6 +35,12 @@ const (
 	LabelReplicaStart = "cozy-aio.cozystack.io/replica-start"
 	// LabelShard is the shard number on a shard's Lease.
 	LabelShard = "cozy-aio.cozystack.io/shard"
+	// LabelShardTerm is, on a shard's Lease, the term of its holder: a
+	// value new each time a replica starts to elect the shard. A Helm
+	// revision records the shard and term it was written under
+	// (helm.LabelHolderClaim); once the Lease shows another holder or
+	// term, its holder can no longer finish it, even while it lives.
+	LabelShardTerm = "cozy-aio.cozystack.io/shard-term"
 
 	roleReplica = "replica"
 	roleShard   = "shard"
@@ -74,18 +82,23 @@ type replicas struct {
 type shardLease struct {
 	id int
 	*elector
+	// term is this election's LabelShardTerm.
+	term string
 	// releasing is set once the shard is being handed off: nothing new
 	// starts on it, and its Lease is released when its running actions end.
 	releasing bool
+	// revoked is set when a hand-off cancels the actions still running
+	// past its grace: from then on they may write no release record.
+	revoked bool
 }
 
 // leaseSeen is what this replica last saw of a Lease, and when (by its
 // own clock) the record last changed: a Lease is expired once it has not
 // changed for its duration, whatever the clocks of other machines say.
 type leaseSeen struct {
-	holder, role, start, shard, renew, rv string
-	at                                    time.Time
-	duration                              time.Duration
+	holder, role, start, shard, term, renew, rv string
+	at                                          time.Time
+	duration                                    time.Duration
 }
 
 func (s leaseSeen) live(now time.Time) bool {
@@ -190,7 +203,7 @@ func (r *replicas) observe(o any, deleted bool) {
 		r.poke()
 		return
 	}
-	s := leaseSeen{role: l.Labels[LabelLeaseRole], start: l.Labels[LabelReplicaStart], shard: l.Labels[LabelShard], rv: l.ResourceVersion}
+	s := leaseSeen{role: l.Labels[LabelLeaseRole], start: l.Labels[LabelReplicaStart], shard: l.Labels[LabelShard], term: l.Labels[LabelShardTerm], rv: l.ResourceVersion}
 	if h := l.Spec.HolderIdentity; h != nil {
 		s.holder = *h
 	}
@@ -351,9 +364,9 @@ func (r *replicas) electLeader(ctx context.Context) {
 
 // electShard runs the election of shard i's Lease; r.mu is held.
 func (r *replicas) electShard(ctx context.Context, i int) {
-	s := &shardLease{id: i}
+	s := &shardLease{id: i, term: strconv.FormatInt(time.Now().UnixNano(), 10)}
 	name := r.shardLeaseName(i)
-	lock := r.newLeaseLock(name, map[string]string{LabelLeaseRole: roleShard, LabelShard: strconv.Itoa(i)})
+	lock := r.newLeaseLock(name, map[string]string{LabelLeaseRole: roleShard, LabelShard: strconv.Itoa(i), LabelShardTerm: s.term})
 	el, err := r.elect(ctx, lock, func(ctx context.Context) { r.takeExpired(ctx, name) }, func() {
 		r.log.Info("shard acquired", "replica", r.id, "shard", i, "lease", lock.Describe())
 		r.event(lock, "ShardAcquired", "replica %s owns Helm shard %d", r.id, i)
@@ -366,6 +379,10 @@ func (r *replicas) electShard(ctx context.Context, i int) {
 		if wasHeld {
 			r.log.Info("shard given up", "replica", r.id, "shard", i, "lease", lock.Describe())
 			r.event(lock, "ShardReleased", "replica %s no longer owns Helm shard %d", r.id, i)
+			// Lost (a hand-off has ended its actions already): the
+			// actions still running there may write no record any more
+			// (mayWrite), and the next owner recovers their revisions.
+			r.e.pool.Cancel(i, errShardLost)
 		}
 		r.mu.Lock()
 		if r.shards[i] == s && !s.releasing {
@@ -396,14 +413,29 @@ func (r *replicas) retry(s *shardLease) {
 	r.poke()
 }
 
-// handOff releases a shard once nothing runs on it any more.
+// handOff releases a shard once nothing runs on it any more. Actions that
+// still run after HandoffGrace are cancelled and may write no release
+// record from then on: the next owner recovers their pending revisions, as
+// after a crash, once the Lease shows this term has ended. Releasing the
+// Lease with them running and able to write would leave their revisions
+// pending under a live holder that can no longer finish them.
 func (r *replicas) handOff(s *shardLease) {
 	r.e.pool.Recheck()
 	ctx, cancel := context.WithTimeout(context.Background(), r.o.HandoffGrace)
-	if err := r.e.pool.Drain(ctx, s.id); err != nil {
-		r.log.Info("handing off shard with actions still running", "shard", s.id, "error", err.Error())
-	}
+	err := r.e.pool.Drain(ctx, s.id)
 	cancel()
+	if err != nil {
+		r.log.Info("handing off shard: cancelling the Helm actions still running", "shard", s.id, "grace", r.o.HandoffGrace.String())
+		r.mu.Lock()
+		s.revoked = true
+		r.mu.Unlock()
+		r.e.pool.Cancel(s.id, errHandedOff)
+		ctx, cancel := context.WithTimeout(context.Background(), r.o.RenewDeadline)
+		if err := r.e.pool.Drain(ctx, s.id); err != nil {
+			r.log.Info("handing off shard with actions still running after their cancel", "shard", s.id, "error", err.Error())
+		}
+		cancel()
+	}
 	s.stop()
 	r.mu.Lock()
 	if r.shards[s.id] == s {
@@ -452,8 +484,9 @@ func (r *replicas) shutdown() {
 func (r *replicas) mayWrite(i int) bool {
 	r.mu.Lock()
 	s := r.shards[i]
+	revoked := s != nil && s.revoked
 	r.mu.Unlock()
-	return s != nil && s.isHeld() && s.lock.valid(r.o.RenewDeadline)
+	return s != nil && !revoked && s.isHeld() && s.lock.valid(r.o.RenewDeadline)
 }
 
 // owns tells whether new Helm work of shard i may start here.
@@ -494,20 +527,79 @@ func (r *replicas) leading() bool {
 	return lead != nil && lead.isHeld() && r.leader.valid(r.o.RenewDeadline)
 }
 
-// alive tells whether the holder of a pending Helm revision still runs:
-// its replica's Lease is live and names the same incarnation.
+// alive tells whether the holder of a pending Helm revision may still
+// finish it: its replica's Lease is live and names the same incarnation,
+// and the shard Lease the revision was written under (its claim) still
+// names that holder in the same term. A holder whose term ended cancelled
+// the actions it ran there and writes no record of them any more (handOff,
+// the elector's stop, mayWrite), so its revision is a leftover although
+// the holder lives. A revision without a claim (written before claims
+// were recorded) is judged by the replica's Lease alone.
 func (r *replicas) alive(h helm.Holder) bool {
 	now := time.Now()
 	start := strconv.FormatInt(h.Start.UnixNano(), 10)
+	i, term, claimed := parseClaim(h.Claim)
+	live := false
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, s := range r.seen {
 		if s.role == roleReplica && s.live(now) && helm.RecordedID(s.holder) == h.ID && s.start == start {
-			return true
+			live = true
 		}
 	}
-	return false
+	sl := r.seen[r.shardLeaseName(i)]
+	r.mu.Unlock()
+	if !live || !claimed || helm.RecordedID(sl.holder) == h.ID && sl.term == term {
+		return live
+	}
+	// The cache says the term ended, but it may lag behind a Lease the
+	// holder has taken since: ask the API server, which cannot.
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.RenewDeadline)
+	defer cancel()
+	l, err := r.cs.CoordinationV1().Leases(r.o.Namespace).Get(ctx, r.shardLeaseName(i), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		r.log.Info("cannot tell whether a pending Helm revision's holder still holds its shard; waiting", "holder", h.String(), "claim", h.Claim, "error", err.Error())
+		return true
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	return helm.RecordedID(holder) == h.ID && l.Labels[LabelShardTerm] == term
 }
+
+// claim is what an action of shard i writes its release records under:
+// the shard and this replica's term of its Lease (helm.Options.Claim).
+func (r *replicas) claim(ctx context.Context) string {
+	i, ok := shard.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	r.mu.Lock()
+	s := r.shards[i]
+	r.mu.Unlock()
+	if s == nil {
+		return ""
+	}
+	return strconv.Itoa(i) + "." + s.term
+}
+
+// parseClaim reads a claim written by claim.
+func parseClaim(c string) (shard int, term string, ok bool) {
+	id, term, found := strings.Cut(c, ".")
+	n, err := strconv.Atoi(id)
+	if !found || err != nil || n < 0 || term == "" {
+		return 0, "", false
+	}
+	return n, term, true
+}
+
+var (
+	errShardLost = errors.New("this replica lost the shard's Lease")
+	errHandedOff = errors.New("the shard was handed off to another replica")
+)
 
 // fence refuses a write of a Helm release record when the action runs on
 // a shard this replica may no longer write.

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // replica is one engine of a set of replicas, stoppable on its own.
@@ -35,14 +37,23 @@ type replica struct {
 // startReplica runs an engine with replicas enabled, its Leases in ns.
 func startReplica(t *testing.T, ns, id string, lease time.Duration) *replica {
 	t.Helper()
+	return startReplicaWith(t, ns, id, engine.ReplicaOptions{
+		LeaseDuration: lease, RenewDeadline: lease * 2 / 3, HandoffGrace: 20 * time.Second,
+	})
+}
+
+// startReplicaWith runs an engine with replicas enabled, its Leases in ns,
+// with ro's timings (a retry period of 500 ms unless set).
+func startReplicaWith(t *testing.T, ns, id string, ro engine.ReplicaOptions) *replica {
+	t.Helper()
+	ro.Enabled, ro.Namespace = true, ns
+	if ro.RetryPeriod == 0 {
+		ro.RetryPeriod = 500 * time.Millisecond
+	}
 	e, err := engine.New(cp.Config, engine.Options{
 		HolderID: id, DataDir: sharedDir(t), ArtifactAddr: "127.0.0.1:0", Registry: prometheus.NewRegistry(),
 		Shards: 4, TenantLabel: "tenant", Logger: ctrllog.Log.WithName(id),
-		Replicas: engine.ReplicaOptions{
-			Enabled: true, Namespace: ns,
-			LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: 500 * time.Millisecond,
-			HandoffGrace: 20 * time.Second,
-		},
+		Replicas: ro,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -283,4 +294,119 @@ func replicaMetrics(t *testing.T, e *engine.Engine) (leader bool, owned []int) {
 	}
 	slices.Sort(owned)
 	return leader, owned
+}
+
+// TestHandOffCancelsActionsPastItsGrace: a replica hands shards off while
+// Helm installs run on them that will not end within the hand-off's grace
+// (their Deployments never become Available). It cancels them, writes no
+// record of them any more and releases the shards; the new owner then
+// recovers their pending revisions at once, although their holder still
+// runs, because the shard term they were written under has ended.
+// Without the cancel the old holder's revisions stayed pending under a
+// live holder that could no longer write them, and the new owner waited
+// for them for ever.
+func TestHandOffCancelsActionsPastItsGrace(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, slowChart("1.0.0"))
+	// Leases far longer than the test waits: shards move by hand-off.
+	ro := engine.ReplicaOptions{LeaseDuration: 90 * time.Second, RenewDeadline: 60 * time.Second, HandoffGrace: 2 * time.Second}
+	a := startReplicaWith(t, ns, "replica-a", ro)
+	eventually(t, 30*time.Second, "replica-a owning every shard", func() bool {
+		return slices.Equal(a.e.Replica().Shards, []int{0, 1, 2, 3})
+	})
+	if err := cp.Client.Create(ctx, chartSource(ns, "demo", reg.Host(), "1.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	var hrs []*helmv2.HelmRelease
+	for i := range 8 {
+		hr := helmRelease(ns, fmt.Sprintf("slow-%d", i), "demo")
+		hr.Labels = map[string]string{"tenant": fmt.Sprintf("tenant-%d", i)}
+		hr.Spec.Timeout = &metav1.Duration{Duration: 5 * time.Minute}
+		if err := cp.Client.Create(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+		hrs = append(hrs, hr)
+	}
+	eventually(t, time.Minute, "every release pending-install by replica-a", func() bool {
+		for _, hr := range hrs {
+			revs := releaseSecrets(t, ns, hr.Name)
+			if len(revs) != 1 || revs[0].Labels["status"] != "pending-install" || revs[0].Labels[helm.LabelHolder] != "replica-a" {
+				return false
+			}
+		}
+		return true
+	})
+	started := time.Now()
+	b := startReplicaWith(t, ns, "replica-b", ro)
+	eventually(t, time.Minute, "two shards each", func() bool {
+		return len(a.e.Replica().Shards) == 2 && len(b.e.Replica().Shards) == 2
+	})
+	t.Logf("shards moved %s after replica-b started: %s; %s", time.Since(started).Round(time.Millisecond), a.e.Replica(), b.e.Replica())
+	go testenv.MakeDeploymentsAvailable(ctx, cp.Client, ns)
+	holders := map[string]int{}
+	for _, hr := range hrs {
+		waitFor(t, hr, readyIs(hr, true), "Ready=True")
+		revs := releaseSecrets(t, ns, hr.Name)
+		if len(revs) != 1 || revs[0].Labels["status"] != "deployed" {
+			t.Fatalf("release %s: want one deployed revision, got %v", hr.Name, labelsOf(revs))
+		}
+		holders[revs[0].Labels[helm.LabelHolder]]++
+	}
+	t.Logf("every release Ready %s after replica-b started; deployed by %v", time.Since(started).Round(time.Millisecond), holders)
+	if holders["replica-b"] == 0 {
+		t.Fatalf("no release moved to replica-b (%v): the test proves nothing", holders)
+	}
+}
+
+// TestPendingRevisionHolderJudgedByItsClaim: a replica judges the holder
+// of a pending revision alive only while the holder's replica Lease is
+// live with the same start and, when the revision records a claim, the
+// claimed shard's Lease still names the holder in that term.
+func TestPendingRevisionHolderJudgedByItsClaim(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	const lease = 90 * time.Second
+	a := startReplica(t, ns, "replica-a", lease)
+	b := startReplica(t, ns, "replica-b", lease)
+	eventually(t, 30*time.Second, "two shards each", func() bool {
+		return len(a.e.Replica().Shards) == 2 && len(b.e.Replica().Shards) == 2
+	})
+	get := func(name string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	start, err := strconv.ParseInt(get("cozy-aio-replica-replica-a").Labels[engine.LabelReplicaStart], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := a.e.Replica().Shards[0], b.e.Replica().Shards[0]
+	term := get("cozy-aio-shard-" + strconv.Itoa(mine)).Labels[engine.LabelShardTerm]
+	if term == "" {
+		t.Fatalf("shard %d's Lease has no %s", mine, engine.LabelShardTerm)
+	}
+	holder := func(claim string) helm.Holder {
+		return helm.Holder{ID: "replica-a", Start: time.Unix(0, start), Claim: claim}
+	}
+	for _, c := range []struct {
+		what string
+		h    helm.Holder
+		want bool
+	}{
+		{"no claim, replica live", holder(""), true},
+		{"the shard and term it holds", holder(fmt.Sprintf("%d.%s", mine, term)), true},
+		{"an earlier term of its shard", holder(fmt.Sprintf("%d.%s0", mine, term)), false},
+		{"a shard another replica holds", holder(fmt.Sprintf("%d.%s", theirs, term)), false},
+		{"a shard without a Lease", holder("99." + term), false},
+		{"an earlier incarnation", helm.Holder{ID: "replica-a", Start: time.Unix(0, start-1)}, false},
+		{"a replica that never ran", helm.Holder{ID: "replica-c", Start: time.Unix(0, start)}, false},
+	} {
+		if got := b.e.HolderAlive(c.h); got != c.want {
+			t.Errorf("%s (%+v): alive = %v, want %v", c.what, c.h, got, c.want)
+		}
+	}
 }

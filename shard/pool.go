@@ -112,6 +112,16 @@ type Pool struct {
 	// shard falls to zero, for each shard that a Drain waits for.
 	runningOn map[int]int
 	drained   map[int]chan struct{}
+	// onShard is the context of the items running on a shard, by the
+	// shard they started on, which Cancel cancels; it ends when the last
+	// of them finishes.
+	onShard map[int]shardRun
+}
+
+// shardRun is the context shared by the items running on one shard.
+type shardRun struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // NewPool returns a pool with no tenants. Items may be added before Start.
@@ -124,6 +134,7 @@ func NewPool(opts PoolOptions) *Pool {
 
 		runningOn: map[int]int{},
 		drained:   map[int]chan struct{}{},
+		onShard:   map[int]shardRun{},
 	}
 }
 

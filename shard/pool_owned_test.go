@@ -252,3 +252,51 @@ func TestPoolReportsMoves(t *testing.T) {
 		}
 	}
 }
+
+func TestPoolCancel(t *testing.T) {
+	p := NewPool(PoolOptions{Shards: 2, Workers: 2})
+	ids := tenantsOn(t, p, 2)
+	errLost := errors.New("shard lost")
+	type ended struct {
+		shard int
+		cause error
+	}
+	started, done := make(chan int, 3), make(chan ended, 3)
+	block := func(ctx context.Context) error {
+		s, _ := FromContext(ctx)
+		started <- s
+		<-ctx.Done()
+		done <- ended{s, context.Cause(ctx)}
+		return ctx.Err()
+	}
+	p.Add(ids[0], "a", block)
+	p.Add(ids[1], "b", block)
+	startPool(t, p)
+	<-started
+	<-started
+	p.Cancel(0, errLost)
+	if e := <-done; e.shard != 0 || !errors.Is(e.cause, errLost) {
+		t.Fatalf("an item ended on shard %d with cause %v; want shard 0 with %v", e.shard, e.cause, errLost)
+	}
+	if err := p.Drain(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	// The item on shard 1 runs on, and an item that starts on shard 0
+	// after the Cancel gets a live context.
+	p.Add(ids[0], "c", block)
+	if s := <-started; s != 0 {
+		t.Fatalf("item c started on shard %d", s)
+	}
+	select {
+	case e := <-done:
+		t.Fatalf("an item on shard %d ended (%v) without a Cancel of its shard", e.shard, e.cause)
+	case <-time.After(quiet):
+	}
+	p.Cancel(1, nil)
+	p.Cancel(0, nil)
+	for range 2 {
+		if e := <-done; !errors.Is(e.cause, context.Canceled) {
+			t.Fatalf("an item on shard %d ended with cause %v, want context.Canceled", e.shard, e.cause)
+		}
+	}
+}

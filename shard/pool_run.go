@@ -76,9 +76,15 @@ func (p *Pool) work(q *fairQueue, g *group) {
 		}
 		fn := it.fn
 		p.runningOn[g.id]++
+		sr, ok := p.onShard[g.id]
+		if !ok {
+			ctx, cancel := context.WithCancelCause(context.WithValue(p.workCtx, shardKey{}, g.id))
+			sr = shardRun{ctx: ctx, cancel: cancel}
+			p.onShard[g.id] = sr
+		}
 		p.mu.Unlock()
 		start := p.now()
-		err := run(context.WithValue(p.workCtx, shardKey{}, g.id), fn)
+		err := run(sr.ctx, fn)
 		took := p.now().Sub(start)
 		p.mu.Lock()
 		p.finished(g.id)
@@ -100,6 +106,10 @@ func (p *Pool) finished(shard int) {
 		return
 	}
 	delete(p.runningOn, shard)
+	if sr, ok := p.onShard[shard]; ok {
+		sr.cancel(nil)
+		delete(p.onShard, shard)
+	}
 	if ch := p.drained[shard]; ch != nil {
 		close(ch)
 		delete(p.drained, shard)
@@ -141,6 +151,22 @@ func (p *Pool) Drain(ctx context.Context, shard int) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Cancel cancels, with cause, the context of every item running now that
+// started on shard (counted as Drain counts them); items that start later
+// get a context of their own. It is how an owner that gives a shard up, or
+// lost it, stops the work still running there: the items end as their work
+// honours ctx, and Drain tells when they have. A nil cause is
+// context.Canceled.
+func (p *Pool) Cancel(shard int, cause error) {
+	p.mu.Lock()
+	sr, ok := p.onShard[shard]
+	delete(p.onShard, shard)
+	p.mu.Unlock()
+	if ok {
+		sr.cancel(cause)
 	}
 }
 

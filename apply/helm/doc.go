@@ -112,7 +112,13 @@
 //   - The new owner recovers: Options.HolderAlive says the old owner's
 //     holder is dead (its Lease expired), so HolderDead lets the new owner
 //     mark the old owner's pending revision failed and remediate it, as
-//     after a crash.
+//     after a crash. A holder that lives on but has lost the right its
+//     action wrote under counts as dead too: Options.Claim records that
+//     right on every revision (LabelHolderClaim; the engine records the
+//     shard and the term of its Lease), and HolderAlive receives it. The
+//     engine cancels an action whose shard it gives up or loses, and its
+//     fence refuses the action's writes from then on, so such a revision
+//     would otherwise stay pending for as long as its holder lives.
 //   - The old owner checks before it writes: Options.Fence is called with
 //     the action's ctx right before every create, update or delete of a
 //     release Secret, and the engine answers there whether this replica

@@ -30,6 +30,12 @@ type Holder struct {
 	ID string
 	// Start is when the process started.
 	Start time.Time
+	// Claim is what gave the process the right to write the revision, as
+	// Options.Claim named it when the action started, for example the
+	// term of a shard's Lease; empty without Options.Claim. HolderAlive
+	// can tell from it that the holder has lost that right while it
+	// still runs.
+	Claim string
 }
 
 func (h Holder) String() string {
@@ -64,6 +70,14 @@ type Options struct {
 	// replicas, it says whether the holder still holds its Lease (see the
 	// package doc).
 	HolderAlive func(Holder) bool
+	// Claim, when set, names what gives this process the right to write
+	// the records of an action, from the action's ctx (the engine: the
+	// shard and the term of the shard's Lease). It is recorded on the
+	// revisions the action writes (LabelHolderClaim), so that HolderAlive
+	// can tell a live holder's pending revision from one it can no longer
+	// finish. It must be a valid label value. Default: nil, nothing
+	// recorded.
+	Claim func(ctx context.Context) string
 	// Fence, when set, is called with the action's ctx right before every
 	// write of a release record (the create, update or delete of a release
 	// Secret). An error refuses the write: the action fails with an error
@@ -224,7 +238,11 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	if fence := m.opts.Fence; fence != nil {
 		d.fence = func() error { return fence(ctx, rel) }
 	}
-	memo := newMemoDriver(&stampDriver{Driver: d, holder: m.opts.Holder})
+	holder := m.opts.Holder
+	if m.opts.Claim != nil {
+		holder.Claim = m.opts.Claim(ctx)
+	}
+	memo := newMemoDriver(&stampDriver{Driver: d, holder: holder})
 	if rel.impersonate() == "" && m.opts.Cache != nil {
 		ns, c := rel.storageNamespace(), m.opts.Cache
 		memo.none = func(name string) bool { return c.noRecords(ns, name) }

@@ -1,6 +1,7 @@
 package helm_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -40,6 +41,9 @@ func leavePending(t *testing.T, ns, name string, rev int, st rcommon.Status, h h
 	rel.Info, rel.Version = &info, rev
 	rel.Config = map[string]any{"message": "half-applied"}
 	rel.Labels = map[string]string{helm.LabelHolder: h.ID, helm.LabelHolderStart: strconv.FormatInt(h.Start.UnixNano(), 10)}
+	if h.Claim != "" {
+		rel.Labels[helm.LabelHolderClaim] = h.Claim
+	}
 	if err := s.Create(&rel); err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +115,49 @@ func TestPendingOfLiveHolderIsLeftAlone(t *testing.T) {
 		mustContain(t, err, ns+"/"+rel.Name, "pending-upgrade")
 		if len(out.Steps) != 0 || out.Next.Kind != helm.NextRetry {
 			t.Fatalf("outcome %+v", out)
+		}
+	}
+}
+
+// TestHolderClaim: the claim of the action is recorded on the revisions
+// it writes, and the claim recorded on a pending revision reaches
+// HolderAlive, so that a live holder that lost its claim is recovered from.
+func TestHolderClaim(t *testing.T) {
+	ctx := testContext(t)
+	ns := cp.Namespace(t)
+	now := time.Now()
+	m := newManager(t, helm.Options{
+		Holder:      helm.Holder{ID: "engine-0", Start: now},
+		Claim:       func(context.Context) string { return "3.mine" },
+		HolderAlive: func(h helm.Holder) bool { return h.ID == "engine-1" && h.Claim == "0.live" },
+	})
+	opts := helm.ReconcileOptions{Spec: helm.Spec{Chart: ociChart("demo")}}
+	for _, c := range []struct {
+		name, claim string
+		held        bool
+	}{{"claim-live", "0.live", true}, {"claim-ended", "0.ended", false}} {
+		rel := helm.Release{Name: c.name, Namespace: ns}
+		if _, err := m.Reconcile(ctx, rel, opts, helm.State{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := releaseSecrets(t, ns, c.name)["1"].Labels[helm.LabelHolderClaim]; got != "3.mine" {
+			t.Fatalf("%s: revision 1 claims %q, want the action's claim 3.mine", c.name, got)
+		}
+		leavePending(t, ns, c.name, 2, rcommon.StatusPendingUpgrade, helm.Holder{ID: "engine-1", Start: now, Claim: c.claim})
+		out, err := m.Reconcile(ctx, rel, opts, helm.State{})
+		var held *helm.HeldError
+		if got := errors.As(err, &held); got != c.held {
+			t.Fatalf("%s: held = %v (%v), want %v", c.name, got, err, c.held)
+		}
+		if c.held {
+			continue
+		}
+		if err != nil || out.Release.Status != "deployed" {
+			t.Fatalf("%s: %v, outcome %+v", c.name, err, out)
+		}
+		secs := releaseSecrets(t, ns, c.name)
+		if l := secs["2"].Labels; l["status"] != "failed" || l[helm.LabelHolder] != "engine-0" || l[helm.LabelHolderClaim] != "3.mine" {
+			t.Fatalf("%s: recovered revision 2 has labels %v, want failed by engine-0 under claim 3.mine", c.name, l)
 		}
 	}
 }

@@ -22,6 +22,9 @@ const (
 	LabelHolder = "helm.cozystack.io/holder"
 	// LabelHolderStart is the holder's start time, in Unix nanoseconds.
 	LabelHolderStart = "helm.cozystack.io/holder-start"
+	// LabelHolderClaim is what gave the holder the right to write the
+	// revision (Options.Claim); absent when nothing was claimed.
+	LabelHolderClaim = "helm.cozystack.io/holder-claim"
 	// LabelDigest is a digest of the chart and values of the revision.
 	LabelDigest = "helm.cozystack.io/digest"
 )
@@ -54,6 +57,11 @@ func (d *stampDriver) stamp(rls ri.Releaser) {
 	}
 	l[LabelHolder] = labelValue(d.holder.ID)
 	l[LabelHolderStart] = strconv.FormatInt(d.holder.Start.UnixNano(), 10)
+	if d.holder.Claim != "" {
+		l[LabelHolderClaim] = d.holder.Claim
+	} else {
+		delete(l, LabelHolderClaim)
+	}
 	r.Labels = l
 }
 
@@ -80,7 +88,7 @@ func isAlnum(c byte) bool {
 
 // holderOf reads the holder recorded on a revision.
 func holderOf(r *releasev1.Release) Holder {
-	h := Holder{ID: r.Labels[LabelHolder]}
+	h := Holder{ID: r.Labels[LabelHolder], Claim: r.Labels[LabelHolderClaim]}
 	if ns, err := strconv.ParseInt(r.Labels[LabelHolderStart], 10, 64); err == nil {
 		h.Start = time.Unix(0, ns)
 	}

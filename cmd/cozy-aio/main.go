@@ -141,7 +141,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.DurationVar(&r.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a Lease that is not renewed stays held")
 	fs.DurationVar(&r.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long a holder retries renewing before it gives up and stops writing")
 	fs.DurationVar(&r.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between attempts to acquire or renew a Lease")
-	fs.DurationVar(&r.HandoffGrace, "handoff-grace", 30*time.Second, "longest wait for a shard's running Helm actions before its Lease is handed off")
+	fs.DurationVar(&r.HandoffGrace, "handoff-grace", 30*time.Second, "longest wait for a shard's running Helm actions before its Lease is handed off; those still running are then cancelled")
 	fs.DurationVar(&o.Engine.ProgressAfter, "progress-after", 2*time.Second, "how long a Helm action runs, or a HelmRelease waits in its shard's queue, before its status says so (negative: never)")
 	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "Go's garbage collection target, as GOGC: the heap grows this percent above the live heap before a collection; lower holds less memory for more CPU (default: $GOGC if set, else this)")
 	fs.StringVar(&f.logFmt, "log-format", "json", "json or text")
