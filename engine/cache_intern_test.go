@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// benchHelmRelease is a HelmRelease as make bench-scale leaves it: Ready,
+// one revision deployed, tenant i/5.
+func benchHelmRelease(i int) []byte {
+	ns := fmt.Sprintf("tenant-%d", i/5)
+	name := fmt.Sprintf("app-%d", i%5)
+	now := metav1.NewTime(time.Date(2026, 12, 4, 12, 0, i%60, 0, time.UTC))
+	digest := "sha256:1ed03ee1ffef7403fc61f038201f0bbaea3fb7bedfbfed84d13bd8d5b525d234"
+	config := "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	hr := &helmv2.HelmRelease{
+		TypeMeta: metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns, UID: types.UID(fmt.Sprintf("8c1d5a3e-0000-4000-8000-%012d", i)),
+			ResourceVersion: fmt.Sprint(100000 + i), Generation: 1, CreationTimestamp: now,
+			Labels:     map[string]string{"tenant": ns},
+			Finalizers: []string{"finalizers.fluxcd.io"},
+		},
+		Spec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: time.Hour},
+			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "demo", Namespace: "charts"},
+		},
+		Status: helmv2.HelmReleaseStatus{
+			ObservedGeneration: 1,
+			Conditions: []metav1.Condition{
+				{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, ObservedGeneration: 1, LastTransitionTime: now, Reason: helmv2.InstallSucceededReason,
+					Message: fmt.Sprintf("Helm install succeeded for release %s/%s.v1 with chart demo@1.0.0", ns, name)},
+				{Type: helmv2.ReleasedCondition, Status: metav1.ConditionTrue, ObservedGeneration: 1, LastTransitionTime: now, Reason: helmv2.InstallSucceededReason,
+					Message: fmt.Sprintf("Helm install succeeded for release %s/%s.v1 with chart demo@1.0.0", ns, name)},
+			},
+			History: helmv2.Snapshots{{
+				Name: name, Namespace: ns, Version: 1, Status: "deployed", ChartName: "demo", ChartVersion: "1.0.0",
+				ConfigDigest: config, Digest: config, FirstDeployed: now, LastDeployed: now,
+			}},
+			LastAttemptedGeneration: 1, LastAttemptedRevision: "1.0.0@" + digest, LastAttemptedRevisionDigest: digest,
+			LastAttemptedConfigDigest: config, LastAttemptedReleaseAction: helmv2.ReleaseActionInstall,
+			StorageNamespace: ns, LastReleaseRevision: 1,
+		},
+	}
+	b, err := json.Marshal(hr)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestInternedHelmReleaseHeap measures what the cache holds for 10,000
+// HelmReleases as make bench-scale leaves them, decoded as client-go
+// decodes a watch event, with and without interning. It asserts only that
+// interning keeps every field's value and holds less.
+func TestInternedHelmReleaseHeap(t *testing.T) {
+	const n = 10000
+	raw := make([][]byte, n)
+	for i := range raw {
+		raw[i] = benchHelmRelease(i)
+	}
+	// Each variant is measured from the same state: the objects of the
+	// one before are dropped first.
+	measure := func(in *interner) (perObject float64, objs []*helmv2.HelmRelease) {
+		internSink = nil
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		internSink = make([]*helmv2.HelmRelease, n)
+		for i, b := range raw {
+			hr := &helmv2.HelmRelease{}
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, hr); err != nil {
+				t.Fatal(err)
+			}
+			if in != nil {
+				in.helmRelease(hr)
+			}
+			internSink[i] = hr
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		return float64(after.HeapAlloc-before.HeapAlloc) / n, internSink
+	}
+	measure(nil) // the decoder's own caches, once
+	plain, want := measure(nil)
+	wantJSON := make([]string, n)
+	for i := range want {
+		b, _ := json.Marshal(want[i])
+		wantJSON[i] = string(b)
+	}
+	interned, got := measure(&interner{})
+	for i := range got {
+		if b, _ := json.Marshal(got[i]); string(b) != wantJSON[i] {
+			t.Fatalf("object %d changed by interning:\n%s\n%s", i, wantJSON[i], b)
+		}
+	}
+	internSink = nil
+	runtime.KeepAlive(raw) // alive while every variant is measured
+	t.Logf("heap per cached HelmRelease: %.0f B decoded, %.0f B interned (%.0f B less)", plain, interned, plain-interned)
+	if interned >= plain {
+		t.Fatalf("interning holds %.0f B per release, decoding alone %.0f B", interned, plain)
+	}
+}
+
+// internSink keeps the measured objects alive.
+var internSink []*helmv2.HelmRelease
+
+// TestCacheTransform: the engine's cache transform strips managedFields
+// from every object and makes two HelmReleases share their common strings.
+func TestCacheTransform(t *testing.T) {
+	tr := cacheTransform(&interner{})
+	var objs []*helmv2.HelmRelease
+	for _, i := range []int{0, 1, 5} { // 0 and 1 share a namespace, 0 and 5 a name
+		hr := &helmv2.HelmRelease{}
+		if err := json.Unmarshal(benchHelmRelease(i), hr); err != nil {
+			t.Fatal(err)
+		}
+		hr.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "cozy-aio"}}
+		out, err := tr(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, out.(*helmv2.HelmRelease))
+	}
+	a, b, c := objs[0], objs[1], objs[2]
+	if a.ManagedFields != nil || b.ManagedFields != nil {
+		t.Fatal("managedFields kept")
+	}
+	if a.Namespace != b.Namespace || unsafe.StringData(a.Namespace) != unsafe.StringData(b.Namespace) {
+		t.Fatalf("namespaces %q and %q are not one string", a.Namespace, b.Namespace)
+	}
+	if x, y := a.Status.LastAttemptedRevision, b.Status.LastAttemptedRevision; unsafe.StringData(x) != unsafe.StringData(y) {
+		t.Fatal("the chart revision is not shared")
+	}
+	if a.Name != c.Name || unsafe.StringData(a.Name) == unsafe.StringData(c.Name) {
+		t.Fatalf("names %q and %q are one string: names are interned, though most are a release's own", a.Name, c.Name)
+	}
+}
