@@ -4,13 +4,14 @@ import (
 	"sync"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // interner hands out one shared copy of each string it is given, so that
-// the cached HelmReleases do not each hold their own copy of the strings
+// the cached HelmReleases (and HelmCharts) do not each hold their own copy of the strings
 // most of them share: their namespace and labels, the chart's name,
 // version and digests, the condition types and reasons. Decoding a watch
 // event allocates every string afresh; at 10,000 releases those copies
@@ -50,10 +51,17 @@ func cacheTransform(in *interner) toolscache.TransformFunc {
 	strip := cache.TransformStripManagedFields()
 	return func(obj any) (any, error) {
 		obj, err := strip(obj)
-		if hr, ok := obj.(*helmv2.HelmRelease); ok && err == nil {
-			in.helmRelease(hr)
+		if err != nil {
+			return obj, err
 		}
-		return obj, err
+		switch o := obj.(type) {
+		case *helmv2.HelmRelease:
+			in.helmRelease(o)
+		case *sourcev1.HelmChart:
+			// One per HelmRelease that names its chart by spec.chart.
+			in.helmChart(o)
+		}
+		return obj, nil
 	}
 }
 
@@ -113,6 +121,29 @@ func (in *interner) helmRelease(hr *helmv2.HelmRelease) {
 	str(in, &st.LastAttemptedValuesChecksum)
 	str(in, &st.LastAttemptedConfigDigest)
 	str(in, &st.LastAttemptedReleaseAction)
+}
+
+// helmChart interns the strings of a HelmChart that charts share.
+func (in *interner) helmChart(c *sourcev1.HelmChart) {
+	in.objectMeta(&c.ObjectMeta)
+	s := &c.Spec
+	str(in, &s.Chart)
+	str(in, &s.Version)
+	str(in, &s.ReconcileStrategy)
+	str(in, &s.SourceRef.APIVersion)
+	str(in, &s.SourceRef.Kind)
+	str(in, &s.SourceRef.Name)
+	for i := range s.ValuesFiles {
+		str(in, &s.ValuesFiles[i])
+	}
+	st := &c.Status
+	in.conditions(st.Conditions)
+	str(in, &st.ObservedSourceArtifactRevision)
+	str(in, &st.ObservedChartName)
+	if a := st.Artifact; a != nil {
+		str(in, &a.Revision)
+		str(in, &a.Digest)
+	}
 }
 
 func (in *interner) objectMeta(m *metav1.ObjectMeta) {

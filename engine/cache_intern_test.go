@@ -60,64 +60,125 @@ func benchHelmRelease(i int) []byte {
 	return b
 }
 
-// TestInternedHelmReleaseHeap measures what the cache holds for 10,000
-// HelmReleases as make bench-scale leaves them, decoded as client-go
-// decodes a watch event, with and without interning. It asserts only that
-// interning keeps every field's value and holds less.
-func TestInternedHelmReleaseHeap(t *testing.T) {
-	const n = 10000
-	raw := make([][]byte, n)
-	for i := range raw {
-		raw[i] = benchHelmRelease(i)
+// benchHelmChart is the HelmChart of benchHelmRelease(i) had it named its
+// chart by spec.chart from a HelmRepository, as the engine leaves it Ready.
+func benchHelmChart(i int) []byte {
+	ns := fmt.Sprintf("tenant-%d", i/5)
+	name := fmt.Sprintf("%s-app-%d", ns, i%5)
+	now := metav1.NewTime(time.Date(2026, 12, 4, 12, 0, i%60, 0, time.UTC))
+	c := &sourcev1.HelmChart{
+		TypeMeta: metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.HelmChartKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "flux-system", UID: types.UID(fmt.Sprintf("9c1d5a3e-0000-4000-8000-%012d", i)),
+			ResourceVersion: fmt.Sprint(200000 + i), Generation: 1, CreationTimestamp: now,
+			Finalizers: []string{"finalizers.fluxcd.io"},
+		},
+		Spec: sourcev1.HelmChartSpec{
+			Chart: "demo", Version: "*", ReconcileStrategy: sourcev1.ReconcileStrategyChartVersion,
+			SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"},
+			Interval:  metav1.Duration{Duration: time.Hour},
+		},
+		Status: sourcev1.HelmChartStatus{
+			ObservedGeneration: 1, ObservedChartName: "demo", ObservedSourceArtifactRevision: "sha256:5e1b3c4f0a4d6f8b2c9e7a1d3f5b7c9e1a3d5f7b9c1e3a5d7f9b1c3e5a7d9f1b",
+			Conditions: []metav1.Condition{
+				{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, ObservedGeneration: 1, LastTransitionTime: now, Reason: meta.SucceededReason,
+					Message: "pulled 'demo' chart with version '1.0.0'"},
+				{Type: sourcev1.ArtifactInStorageCondition, Status: metav1.ConditionTrue, ObservedGeneration: 1, LastTransitionTime: now, Reason: meta.SucceededReason,
+					Message: "pulled 'demo' chart with version '1.0.0'"},
+			},
+			URL: fmt.Sprintf("http://127.0.0.1:9090/helmchart/flux-system/%s/latest.tar.gz", name),
+			Artifact: &meta.Artifact{
+				Path: fmt.Sprintf("helmchart/flux-system/%s/demo-1.0.0.tgz", name), URL: fmt.Sprintf("http://127.0.0.1:9090/helmchart/flux-system/%s/demo-1.0.0.tgz", name),
+				Revision: "1.0.0", Digest: "sha256:1ed03ee1ffef7403fc61f038201f0bbaea3fb7bedfbfed84d13bd8d5b525d234", LastUpdateTime: now,
+			},
+		},
 	}
-	// Each variant is measured from the same state: the objects of the
-	// one before are dropped first.
-	measure := func(in *interner) (perObject float64, objs []*helmv2.HelmRelease) {
-		internSink = nil
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		internSink = make([]*helmv2.HelmRelease, n)
-		for i, b := range raw {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestInternedCacheHeap measures what the cache holds for 10,000
+// HelmReleases as make bench-scale leaves them, and for as many HelmCharts,
+// decoded as client-go decodes a watch event, with and without interning.
+// It asserts only that interning keeps every field's value and holds less.
+func TestInternedCacheHeap(t *testing.T) {
+	const n = 10000
+	for _, kind := range []struct {
+		name   string
+		raw    func(int) []byte
+		decode func([]byte, *interner) (any, error)
+	}{
+		{"HelmRelease", benchHelmRelease, func(b []byte, in *interner) (any, error) {
 			hr := &helmv2.HelmRelease{}
-			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, hr); err != nil {
-				t.Fatal(err)
-			}
+			err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, hr)
 			if in != nil {
 				in.helmRelease(hr)
 			}
-			internSink[i] = hr
+			return hr, err
+		}},
+		{"HelmChart", benchHelmChart, func(b []byte, in *interner) (any, error) {
+			c := &sourcev1.HelmChart{}
+			err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, c)
+			if in != nil {
+				in.helmChart(c)
+			}
+			return c, err
+		}},
+	} {
+		raw := make([][]byte, n)
+		for i := range raw {
+			raw[i] = kind.raw(i)
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		return float64(after.HeapAlloc-before.HeapAlloc) / n, internSink
-	}
-	measure(nil) // the decoder's own caches, once
-	plain, want := measure(nil)
-	wantJSON := make([]string, n)
-	for i := range want {
-		b, _ := json.Marshal(want[i])
-		wantJSON[i] = string(b)
-	}
-	interned, got := measure(&interner{})
-	for i := range got {
-		if b, _ := json.Marshal(got[i]); string(b) != wantJSON[i] {
-			t.Fatalf("object %d changed by interning:\n%s\n%s", i, wantJSON[i], b)
+		// Each variant is measured from the same state: the objects of
+		// the one before are dropped first.
+		measure := func(in *interner) float64 {
+			internSink = nil
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			internSink = make([]any, n)
+			for i, b := range raw {
+				o, err := kind.decode(b, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				internSink[i] = o
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			return float64(after.HeapAlloc-before.HeapAlloc) / n
 		}
-	}
-	internSink = nil
-	runtime.KeepAlive(raw) // alive while every variant is measured
-	t.Logf("heap per cached HelmRelease: %.0f B decoded, %.0f B interned (%.0f B less)", plain, interned, plain-interned)
-	if interned >= plain {
-		t.Fatalf("interning holds %.0f B per release, decoding alone %.0f B", interned, plain)
+		measure(nil) // the decoder's own caches, once
+		plain := measure(nil)
+		wantJSON := make([]string, n)
+		for i, o := range internSink {
+			b, _ := json.Marshal(o)
+			wantJSON[i] = string(b)
+		}
+		interned := measure(&interner{})
+		for i, o := range internSink {
+			if b, _ := json.Marshal(o); string(b) != wantJSON[i] {
+				t.Fatalf("%s %d changed by interning:\n%s\n%s", kind.name, i, wantJSON[i], b)
+			}
+		}
+		internSink = nil
+		runtime.KeepAlive(raw) // alive while every variant is measured
+		t.Logf("heap per cached %s: %.0f B decoded, %.0f B interned (%.0f B less)", kind.name, plain, interned, plain-interned)
+		if interned >= plain {
+			t.Fatalf("%s: interning holds %.0f B per object, decoding alone %.0f B", kind.name, interned, plain)
+		}
 	}
 }
 
 // internSink keeps the measured objects alive.
-var internSink []*helmv2.HelmRelease
+var internSink []any
 
 // TestCacheTransform: the engine's cache transform strips managedFields
-// from every object and makes two HelmReleases share their common strings.
+// from every object and makes two HelmReleases, or two HelmCharts, share
+// their common strings.
 func TestCacheTransform(t *testing.T) {
 	tr := cacheTransform(&interner{})
 	var objs []*helmv2.HelmRelease
@@ -142,6 +203,21 @@ func TestCacheTransform(t *testing.T) {
 	}
 	if x, y := a.Status.LastAttemptedRevision, b.Status.LastAttemptedRevision; unsafe.StringData(x) != unsafe.StringData(y) {
 		t.Fatal("the chart revision is not shared")
+	}
+	var charts []*sourcev1.HelmChart
+	for i := range 2 {
+		hc := &sourcev1.HelmChart{}
+		if err := json.Unmarshal(benchHelmChart(i), hc); err != nil {
+			t.Fatal(err)
+		}
+		out, err := tr(hc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		charts = append(charts, out.(*sourcev1.HelmChart))
+	}
+	if x, y := charts[0].Status.Artifact.Digest, charts[1].Status.Artifact.Digest; unsafe.StringData(x) != unsafe.StringData(y) {
+		t.Fatal("the HelmCharts' artifact digest is not shared")
 	}
 	if a.Name != c.Name || unsafe.StringData(a.Name) == unsafe.StringData(c.Name) {
 		t.Fatalf("names %q and %q are one string: names are interned, though most are a release's own", a.Name, c.Name)

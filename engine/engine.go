@@ -141,8 +141,9 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// appliers' own clients), and they are a large part of each
 		// HelmRelease (one entry per writer, with the fields it owns).
 		//
-		// And the HelmReleases share one copy of the strings they have in
-		// common (cache_intern.go): 527 B less per cached release.
+		// And the HelmReleases and HelmCharts share one copy of the
+		// strings they have in common (cache_intern.go): 527 B less per
+		// cached HelmRelease, 320 B per HelmChart.
 		Cache: cache.Options{DefaultTransform: cacheTransform(&interner{})},
 		// core/v1 Events, as Flux records them, written in parallel
 		// (events.go).
