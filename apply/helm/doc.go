@@ -78,7 +78,8 @@
 // operation is in progress"). To tell a leftover from an action in flight,
 // every revision this package writes carries its writer (Options.Holder) in
 // the Secret's labels: LabelHolder (the caller-chosen process ID, such as
-// the Pod name) and LabelHolderStart (the process start time). Before each
+// the Pod name), LabelHolderStart (the process start time) and, with
+// Options.Claim, LabelHolderClaim (what gave it the right to write). Before each
 // action, under the release's lock, a pending latest revision is judged by
 // HolderDead:
 //
