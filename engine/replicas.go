@@ -251,10 +251,7 @@ func (r *replicas) candidates(now time.Time) []string {
 // reconcile starts elections for the shards this replica should own and
 // hands off those it should not.
 func (r *replicas) reconcile(ctx context.Context) {
-	var ids []int
-	for _, s := range r.e.pool.Stats().Shards {
-		ids = append(ids, s.ID)
-	}
+	ids := r.e.pool.Shards()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopping {

@@ -72,9 +72,9 @@ type Replica struct {
 // Replica returns this engine's part among replicas now.
 func (e *Engine) Replica() Replica {
 	r := Replica{ID: e.opts.HolderID, Leader: e.leading()}
-	for _, s := range e.pool.Stats().Shards {
-		if e.ownsShard(s.ID) {
-			r.Shards = append(r.Shards, s.ID)
+	for _, id := range e.pool.Shards() {
+		if e.ownsShard(id) {
+			r.Shards = append(r.Shards, id)
 		}
 	}
 	return r
