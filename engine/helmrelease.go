@@ -155,10 +155,14 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 	orig := obj.DeepCopy()
 	out := r.reconcileRelease(ctx, obj, self)
 	if cause := context.Cause(ctx); errors.Is(cause, errShardLost) || errors.Is(cause, errHandedOff) {
-		// This replica gave the release's shard up while the action ran,
-		// and cancelled it: the release's next owner reports it. A status
-		// written here could land after that owner's.
-		e.opts.Logger.Info("Helm action cancelled: the shard moved to another replica", "HelmRelease", self.String(), "cause", cause.Error())
+		// This replica gave up the shard the action started on, and
+		// cancelled it: no status from here, it could land after the new
+		// owner's. The release is reconciled again: its tenant may have
+		// moved to a shard this replica still owns while the action ran
+		// (it then recovers its own pending revision at once); else the
+		// reconcile leaves it to the owner.
+		e.opts.Logger.Info("Helm action cancelled: its shard moved to another replica", "HelmRelease", self.String(), "cause", cause.Error())
+		e.enqueue(self)
 		return 0, nil
 	}
 	obj.Status.ObservedGeneration = obj.Generation
