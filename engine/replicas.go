@@ -543,7 +543,10 @@ func (r *replicas) alive(h helm.Holder) bool {
 			live = true
 		}
 	}
-	sl := r.seen[r.shardLeaseName(i)]
+	var sl leaseSeen
+	if claimed {
+		sl = r.seen[r.shardLeaseName(i)]
+	}
 	r.mu.Unlock()
 	if !live || !claimed || helm.RecordedID(sl.holder) == h.ID && sl.term == term {
 		return live
