@@ -42,6 +42,11 @@ type RunOptions struct {
 	Engine engine.Options
 	// Logger logs the steps. Default: discard.
 	Logger logr.Logger
+	// Started, when set, is called once, from a goroutine of its own, when
+	// the engine's caches have synced: start-up (discovery, the CRDs, the
+	// first lists of every watched kind) is over and the units run.
+	// cozy-aio gives back the executable's start-up pages there.
+	Started func()
 }
 
 // Run starts cozy-aio on a node: it finds the API server, checks that it
@@ -127,6 +132,13 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	if err := watchNetwork(ctx, e, phases, opts.Network, log); err != nil {
 		return err
+	}
+	if opts.Started != nil {
+		go func() {
+			if e.Cache().WaitForCacheSync(ctx) {
+				opts.Started()
+			}
+		}()
 	}
 	log.Info("phase", "phase", PhaseNetwork)
 	return e.Start(ctx)

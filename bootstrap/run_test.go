@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,12 +122,14 @@ spec:
 	writeFile(t, dir, "20-tenants.yaml", unitYAML(ns, "tenant-a", "./tenant-a", false)+"---\n"+unitYAML(ns, "tenant-b", "./tenant-b", false))
 
 	registry := prometheus.NewRegistry()
+	var started atomic.Int32
 	done := make(chan error, 1)
 	go func() {
 		done <- bootstrap.Run(ctx, bootstrap.RunOptions{
 			Config:       cp.Config,
 			BootstrapDir: dir,
 			Engine:       engine.Options{DataDir: t.TempDir(), ArtifactAddr: "127.0.0.1:0", Registry: registry},
+			Started:      func() { started.Add(1) },
 		})
 	}()
 	defer func() {
@@ -141,6 +144,7 @@ spec:
 	}
 	network := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: "cni", Namespace: ns}}
 	eventually(t, "the network unit becomes Ready", func() bool { return get(network) && conditions.IsReady(network) })
+	eventually(t, "Started is called once the caches have synced", func() bool { return started.Load() > 0 })
 	tenants := []*kustomizev1.Kustomization{
 		{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Namespace: ns}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "tenant-b", Namespace: ns}},
@@ -193,6 +197,9 @@ spec:
 	}
 	if _, err := os.Stat(filepath.Join(dir, "00-source.yaml")); err != nil {
 		t.Fatal(err)
+	}
+	if n := started.Load(); n != 1 {
+		t.Fatalf("Started called %d times, want once", n)
 	}
 }
 
