@@ -46,7 +46,11 @@ var skipNameValidation = true
 // setupControllers registers a controller per kind. Each reacts to spec
 // changes and reconcile requests (not to its own status writes), and to
 // wake-ups sent by the engine when a dependency becomes ready or the gate
-// opens.
+// opens. One more controller, "dependencies", watches every kind a unit
+// can wait on and wakes the dependents of an object whose readiness
+// changed, whatever their kind: one informer handler per kind, not one per
+// kind and controller (each handler is a ring buffer and two goroutines,
+// and sees every event of its kind).
 func (e *Engine) setupControllers(kinds []kindController) error {
 	e.wake = map[string]chan event.GenericEvent{}
 	e.newObject = map[string]func() client.Object{}
@@ -64,17 +68,11 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 				predicate.AnnotationChangedPredicate{},
 			))).
 			WatchesRawSource(ctrlsource.Channel(ch, &handler.EnqueueRequestForObject{})).
-			// An object's metrics go with it.
-			Watches(k.newObject(), handler.Funcs{DeleteFunc: func(_ context.Context, ev event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				e.metrics.forget(kind, ev.Object.GetNamespace(), ev.Object.GetName())
-			}})
-		// Dependencies and sources wake their dependents through the shared
-		// cache: the event comes from the informer, so the woken reconcile
-		// reads the state that woke it.
-		for _, dep := range dependencyKinds(kinds) {
-			b = b.Watches(dep.newObject(), handler.EnqueueRequestsFromMapFunc(e.dependentsOf(dep.kind, k.kind)),
-				builder.WithPredicates(readinessChanged{}))
-		}
+			// The queue, for wake-ups once the controller runs.
+			WatchesRawSource(ctrlsource.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+				e.queues.Store(kind, q)
+				return nil
+			}))
 		// The HelmRelease reconciler runs on every replica (each admits only
 		// the releases of the shards it owns); the others on the leader.
 		// With the engine's own election they run everywhere and do
@@ -100,7 +98,53 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 			return err
 		}
 	}
-	return nil
+	return e.setupDependencies(kinds)
+}
+
+// setupDependencies registers the "dependencies" controller: dependencies
+// and sources wake their dependents through the shared cache (the event
+// comes from the informer, so the woken reconcile reads the state that
+// woke it), and an object's metrics go with it. It runs on every replica,
+// as the HelmRelease reconciler does; its own queue stays empty.
+func (e *Engine) setupDependencies(kinds []kindController) error {
+	reconciled := map[string]bool{}
+	for _, k := range kinds {
+		reconciled[k.kind] = true
+	}
+	every := false
+	b := ctrl.NewControllerManagedBy(e.mgr).Named("dependencies")
+	for _, dep := range dependencyKinds(kinds) {
+		kind := dep.kind
+		wake := func(o client.Object) {
+			e.wakeDependents(nodeRef{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+		}
+		b = b.Watches(dep.newObject(), handler.Funcs{
+			CreateFunc: func(_ context.Context, ev event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				wake(ev.Object)
+			},
+			UpdateFunc: func(_ context.Context, ev event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				wake(ev.ObjectNew)
+			},
+			GenericFunc: func(_ context.Context, ev event.GenericEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				wake(ev.Object)
+			},
+			DeleteFunc: func(_ context.Context, ev event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if reconciled[kind] {
+					e.metrics.forget(kind, ev.Object.GetNamespace(), ev.Object.GetName())
+				}
+				wake(ev.Object)
+			},
+		}, builder.WithPredicates(readinessChanged{}))
+	}
+	return b.WithOptions(controller.Options{SkipNameValidation: &skipNameValidation, NeedLeaderElection: &every}).
+		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+}
+
+// wakeDependents enqueues every object that depends on ref.
+func (e *Engine) wakeDependents(ref nodeRef) {
+	for _, d := range e.graph.Dependents(ref) {
+		e.enqueue(d)
+	}
 }
 
 // rateLimiter returns the workqueue rate limiter of kind's controller.
@@ -119,8 +163,14 @@ func rateLimiter(kind string) workqueue.TypedRateLimiter[reconcile.Request] {
 	return nil
 }
 
-// enqueue wakes the reconciler of ref's kind for ref.
+// enqueue wakes the reconciler of ref's kind for ref: through its queue
+// once its controller runs, else through its wake-up channel, which the
+// controller reads when it starts.
 func (e *Engine) enqueue(ref nodeRef) {
+	if q, ok := e.queues.Load(ref.Kind); ok {
+		q.(workqueue.TypedRateLimitingInterface[reconcile.Request]).Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+		return
+	}
 	ch, ok := e.wake[ref.Kind]
 	if !ok {
 		return
@@ -133,20 +183,6 @@ func (e *Engine) enqueue(ref nodeRef) {
 	case ch <- ev:
 	default:
 		go func() { ch <- ev }()
-	}
-}
-
-// dependentsOf maps an object of depKind to the objects of kind that
-// depend on it.
-func (e *Engine) dependentsOf(depKind, kind string) handler.MapFunc {
-	return func(_ context.Context, o client.Object) []reconcile.Request {
-		var out []reconcile.Request
-		for _, d := range e.graph.Dependents(nodeRef{Kind: depKind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
-			if d.Kind == kind {
-				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
-			}
-		}
-		return out
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -98,6 +99,9 @@ type Engine struct {
 
 	wake      map[string]chan event.GenericEvent
 	newObject map[string]func() client.Object
+	// queues are the work queues of the kinds' controllers, each set when
+	// its controller starts (controllers.go).
+	queues sync.Map // kind -> workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
 // New builds an Engine on cfg, with a manager of its own. Nothing runs
