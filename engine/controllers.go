@@ -140,11 +140,24 @@ func (e *Engine) setupDependencies(kinds []kindController) error {
 		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
 }
 
-// wakeDependents enqueues every object that depends on ref.
+// wakeDependents enqueues every object that depends on ref, in the
+// controllers that run: one that has not started (a standby's, under an
+// embedder's election) reconciles every object when it starts.
 func (e *Engine) wakeDependents(ref nodeRef) {
 	for _, d := range e.graph.Dependents(ref) {
-		e.enqueue(d)
+		if q, ok := e.queue(d.Kind); ok {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
+		}
 	}
+}
+
+// queue is the work queue of kind's controller once it runs.
+func (e *Engine) queue(kind string) (workqueue.TypedRateLimitingInterface[reconcile.Request], bool) {
+	q, ok := e.queues.Load(kind)
+	if !ok {
+		return nil, false
+	}
+	return q.(workqueue.TypedRateLimitingInterface[reconcile.Request]), true
 }
 
 // rateLimiter returns the workqueue rate limiter of kind's controller.
@@ -167,8 +180,8 @@ func rateLimiter(kind string) workqueue.TypedRateLimiter[reconcile.Request] {
 // once its controller runs, else through its wake-up channel, which the
 // controller reads when it starts.
 func (e *Engine) enqueue(ref nodeRef) {
-	if q, ok := e.queues.Load(ref.Kind); ok {
-		q.(workqueue.TypedRateLimitingInterface[reconcile.Request]).Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+	if q, ok := e.queue(ref.Kind); ok {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
 		return
 	}
 	ch, ok := e.wake[ref.Kind]
