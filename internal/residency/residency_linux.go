@@ -18,6 +18,18 @@ import (
 // process's own copies. It returns an error when the kernel refuses the
 // advice (before Linux 5.4: EINVAL), after trying every mapping.
 func ReleaseExecutable() (Released, error) {
+	return adviseExecutable(unix.MADV_PAGEOUT, "MADV_PAGEOUT")
+}
+
+// ReadExecutableOnDemand advises the kernel that the executable's
+// read-only mappings are read at random (madvise(MADV_RANDOM)): a page
+// touched for the first time is read alone, without the pages around it,
+// so that what stays resident is what the process touches.
+func ReadExecutableOnDemand() (Released, error) {
+	return adviseExecutable(unix.MADV_RANDOM, "MADV_RANDOM")
+}
+
+func adviseExecutable(advice int, name string) (Released, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return Released{}, err
@@ -33,9 +45,9 @@ func ReleaseExecutable() (Released, error) {
 	var out Released
 	var first error
 	for _, r := range ranges {
-		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, r.start, r.end-r.start, unix.MADV_PAGEOUT); errno != 0 {
+		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, r.start, r.end-r.start, uintptr(advice)); errno != 0 {
 			if first == nil {
-				first = fmt.Errorf("madvise(MADV_PAGEOUT) of %s at %#x: %w", exe, r.start, errno)
+				first = fmt.Errorf("madvise(%s) of %s at %#x: %w", name, exe, r.start, errno)
 			}
 			continue
 		}
