@@ -3,6 +3,8 @@ package demo_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,7 @@ func TestScaleRestart(t *testing.T) {
 	})
 	t.Log("\n" + out.String())
 	if err != nil {
+		logTail(t, filepath.Join(work, "logs", "cozy-aio.log"), 300)
 		t.Fatalf("bench-scale failed: %v", err)
 	}
 	const releases = 3 * 2
@@ -57,4 +60,21 @@ func TestScaleRestart(t *testing.T) {
 		}
 	}
 	noProcessLeft(t, work)
+}
+
+// logTail logs the last n lines of a cozy-aio log (the last process's, after
+// restarts), so that a failure in CI can be read after its work directory
+// is gone.
+func logTail(t *testing.T, path string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("no cozy-aio log to show: %v", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	t.Logf("the last %d lines of %s:\n%s", len(lines), path, strings.Join(lines, "\n"))
 }
