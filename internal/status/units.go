@@ -22,7 +22,7 @@ type Unit struct {
 	Name      string `json:"name"`
 	Ready     bool   `json:"ready"`
 	// Settled is true when the unit is Ready, or has failed for a reason
-	// that is not "still in progress".
+	// that is not "still in progress" and is not Reconciling.
 	Settled bool   `json:"settled"`
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -102,7 +102,7 @@ type conditioned interface {
 
 func unitOf(kind string, obj conditioned) Unit {
 	u := Unit{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	var stalled bool
+	var stalled, reconciling bool
 	for _, cond := range obj.GetConditions() {
 		switch cond.Type {
 		case "Ready":
@@ -110,9 +110,15 @@ func unitOf(kind string, obj conditioned) Unit {
 			u.Reason, u.Message, u.ReadySince = cond.Reason, cond.Message, cond.LastTransitionTime.Time
 		case "Stalled":
 			stalled = cond.Status == metav1.ConditionTrue
+		case "Reconciling":
+			reconciling = cond.Status == metav1.ConditionTrue
 		}
 	}
-	u.Settled = u.Ready || stalled || (u.Reason != "" && !inProgress[u.Reason])
+	// Reconciling=True says the object is still on its way, whatever
+	// Ready's reason (kstatus reads it so too): a release waiting for its
+	// source's first artifact is Ready=False ArtifactFailed and Reconciling
+	// until the source wakes it.
+	u.Settled = u.Ready || stalled || (!reconciling && u.Reason != "" && !inProgress[u.Reason])
 	return u
 }
 
