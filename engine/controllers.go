@@ -145,19 +145,20 @@ func (e *Engine) setupDependencies(kinds []kindController) error {
 // embedder's election) reconciles every object when it starts.
 func (e *Engine) wakeDependents(ref nodeRef) {
 	for _, d := range e.graph.Dependents(ref) {
-		if q, ok := e.queue(d.Kind); ok {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
-		}
+		e.addToQueue(d)
 	}
 }
 
-// queue is the work queue of kind's controller once it runs.
-func (e *Engine) queue(kind string) (workqueue.TypedRateLimitingInterface[reconcile.Request], bool) {
-	q, ok := e.queues.Load(kind)
+// addToQueue adds ref to the work queue of its kind's controller, and
+// reports false when that controller does not run yet.
+func (e *Engine) addToQueue(ref nodeRef) bool {
+	q, ok := e.queues.Load(ref.Kind)
 	if !ok {
-		return nil, false
+		return false
 	}
-	return q.(workqueue.TypedRateLimitingInterface[reconcile.Request]), true
+	q.(workqueue.TypedRateLimitingInterface[reconcile.Request]).Add(
+		reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+	return true
 }
 
 // rateLimiter returns the workqueue rate limiter of kind's controller.
@@ -180,8 +181,7 @@ func rateLimiter(kind string) workqueue.TypedRateLimiter[reconcile.Request] {
 // once its controller runs, else through its wake-up channel, which the
 // controller reads when it starts.
 func (e *Engine) enqueue(ref nodeRef) {
-	if q, ok := e.queue(ref.Kind); ok {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+	if e.addToQueue(ref) {
 		return
 	}
 	ch, ok := e.wake[ref.Kind]
