@@ -27,6 +27,8 @@ var shapeAlgos = []algo{
 type scenario struct {
 	balance            float64 // worst max/lowerbound over the states below
 	up, down           float64 // moved/optimal on N→N+1 and N+1→N
+	downLast           float64 // moved/optimal on N+1→N removing shard N (Pool.Resize)
+	downLastForced     float64 // lower bound of downLast for this before-state
 	churn, giantChurn  float64 // moved % of the surviving weight
 	upFill             float64 // load of the new shard after N→N+1, over the mean
 	upForced           float64 // lower bound of up for this before-state
@@ -34,8 +36,9 @@ type scenario struct {
 	churnF, giantChurF float64 // lower bounds of churn and giantChurn, %
 }
 
-// runScenario measures al on one shape, seed and N. The middle shard N/2
-// is the one removed on N+1→N.
+// runScenario measures al on one shape, seed and N. N+1→N is measured
+// twice: removing the middle shard N/2 (Pool.RemoveShard), and the last
+// shard N (Pool.Resize).
 func runScenario(al algo, shape string, seed uint64, n int) scenario {
 	ts := shapeWorkload(shape, seed)
 	total, _ := totalWeight(ts)
@@ -66,6 +69,10 @@ func runScenario(al algo, shape string, seed uint64, n int) scenario {
 	bal(down, ts, small)
 	sc.down = float64(movedWeight(big, down, ts)) / opt
 	sc.downForced = float64(forcedMove(big, ts, small)) / opt
+	last := al.next(big, ts, Range(n))
+	bal(last, ts, Range(n))
+	sc.downLast = float64(movedWeight(big, last, ts)) / opt
+	sc.downLastForced = float64(forcedMove(big, ts, Range(n))) / opt
 
 	for _, giant := range []bool{false, true} {
 		next := shapeChurn(shape, ts, seed, giant)
@@ -102,6 +109,7 @@ func TestShapeReport(t *testing.T) {
 		{"N→N+1 moved/optimal", "%.3f", func(s scenario) float64 { return s.up }, func(s scenario) float64 { return s.upForced }},
 		{"N→N+1 new shard load/mean", "%.2f", func(s scenario) float64 { return s.upFill }, nil},
 		{"N+1→N (shard N/2 removed) moved/optimal", "%.3f", func(s scenario) float64 { return s.down }, func(s scenario) float64 { return s.downForced }},
+		{"N+1→N (shard N removed) moved/optimal", "%.3f", func(s scenario) float64 { return s.downLast }, func(s scenario) float64 { return s.downLastForced }},
 		{"churn 1%: moved % of surviving weight", "%.3f", func(s scenario) float64 { return s.churn }, func(s scenario) float64 { return s.churnF }},
 		{"churn 1% with the heaviest leaving: moved %", "%.3f", func(s scenario) float64 { return s.giantChurn }, func(s scenario) float64 { return s.giantChurF }},
 	}

@@ -186,6 +186,7 @@ func TestStickyTargets(t *testing.T) {
 				}
 				check("N→N+1 moved/optimal", sc.up, sc.upForced, 1.3)
 				check("N+1→N moved/optimal", sc.down, sc.downForced, 1.3)
+				check("N+1→N, last shard removed, moved/optimal", sc.downLast, sc.downLastForced, 1.3)
 				check("churn moved %", sc.churn, sc.churnF, 1)
 				check("churn with the heaviest leaving moved %", sc.giantChurn, sc.giantChurF, 1)
 			}
