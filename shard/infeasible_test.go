@@ -16,10 +16,6 @@ import (
 // must fit under the bound after, B', on n−1 shards, so at least
 // W − B − R − (n−1)·B' of it moves, whichever shards everything was on.
 func anyPlacementChurnBound(before, after []Tenant, n int) int {
-	bound := func(ts []Tenant) int {
-		total, heaviest := totalWeight(ts)
-		return int(1.02 * float64(max(heaviest, (total+n-1)/n)))
-	}
 	stays := make(map[string]bool, len(after))
 	for _, t := range after {
 		stays[t.ID] = true
@@ -32,7 +28,7 @@ func anyPlacementChurnBound(before, after []Tenant, n int) int {
 			g = max(g, t.Weight)
 		}
 	}
-	return max(0, w-bound(before)-(gone-g)-(n-1)*bound(after))
+	return max(0, w-balanceBound(before, n)-(gone-g)-(n-1)*balanceBound(after, n))
 }
 
 // TestLiteralTargetsInfeasible shows where issue 21's literal movement

@@ -64,15 +64,13 @@ func runScenario(al algo, shape string, seed uint64, n int) scenario {
 	sc.upFill = float64(fill) / (float64(total) / float64(n+1))
 
 	big := al.next(nil, ts, Range(n+1))
-	small := without(Range(n+1), n/2)
-	down := al.next(big, ts, small)
-	bal(down, ts, small)
-	sc.down = float64(movedWeight(big, down, ts)) / opt
-	sc.downForced = float64(forcedMove(big, ts, small)) / opt
-	last := al.next(big, ts, Range(n))
-	bal(last, ts, Range(n))
-	sc.downLast = float64(movedWeight(big, last, ts)) / opt
-	sc.downLastForced = float64(forcedMove(big, ts, Range(n))) / opt
+	shrink := func(shards []int) (moved, forced float64) {
+		down := al.next(big, ts, shards)
+		bal(down, ts, shards)
+		return float64(movedWeight(big, down, ts)) / opt, float64(forcedMove(big, ts, shards)) / opt
+	}
+	sc.down, sc.downForced = shrink(without(Range(n+1), n/2))
+	sc.downLast, sc.downLastForced = shrink(Range(n))
 
 	for _, giant := range []bool{false, true} {
 		next := shapeChurn(shape, ts, seed, giant)

@@ -120,6 +120,13 @@ func survivingWeight(before, after []Tenant) int {
 
 func newZipf(r *rand.Rand) *rand.Zipf { return rand.NewZipf(r, 2, 1, 2999) }
 
+// balanceBound is the balance target's largest shard load for ts on n
+// shards: floor(1.02·max(w_max, ceil(W/n))).
+func balanceBound(ts []Tenant, n int) int {
+	total, heaviest := totalWeight(ts)
+	return int(1.02 * float64(max(heaviest, (total+n-1)/n)))
+}
+
 // forcedMove is a lower bound on the weight any placement must move from
 // before to meet the balance target on after's shards: the weight of the
 // surviving tenants on shards that are gone, plus, on each shard that
@@ -131,9 +138,7 @@ func newZipf(r *rand.Rand) *rand.Zipf { return rand.NewZipf(r, 2, 1, 2999) }
 // heaviest tenant it ignores that tenants do not split, so the true least
 // can be higher.
 func forcedMove(before map[string]int, next []Tenant, shards []int) int {
-	total, heaviest := totalWeight(next)
-	n := len(shards)
-	bound := int(1.02 * float64(max(heaviest, (total+n-1)/n)))
+	bound := balanceBound(next, len(shards))
 	live := map[int]bool{}
 	for _, s := range shards {
 		live[s] = true
