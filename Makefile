@@ -2,6 +2,11 @@
 # every test against a real kube-apiserver and etcd built from Go modules.
 
 SHELL := /usr/bin/env bash
+# Go 1.27 comes as a toolchain module: machines start on Go 1.26 with
+# GOTOOLCHAIN=local, so every recipe (and every go command a test starts)
+# gets it from here; the go command fetches it once from the module proxy.
+GOTOOLCHAIN ?= go1.27.3
+export GOTOOLCHAIN
 GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -55,7 +56,7 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 		return out
 	}
 	defer done()
-	var inventory []swv1beta1.ExternalArtifactReference
+	var inventory []swv1beta1.InventoryEntry
 	for _, o := range obj.Spec.OutputArtifacts {
 		art, err := buildOutput(ctx, e.store, obj.Namespace, sources, o)
 		if err != nil {
@@ -67,8 +68,8 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 		if _, err := e.store.GC(ctx, outputObject(obj.Namespace, o.Name), art); err != nil {
 			return failed(meta.ArtifactFailedReason, err)
 		}
-		inventory = append(inventory, swv1beta1.ExternalArtifactReference{
-			Name: o.Name, Namespace: obj.Namespace, Digest: art.Digest, Filename: filepath.Base(art.Path),
+		inventory = append(inventory, swv1beta1.InventoryEntry{
+			Kind: sourcev1.ExternalArtifactKind, Name: o.Name, Namespace: obj.Namespace, Digest: art.Digest, Filename: filepath.Base(art.Path),
 		})
 	}
 	obj.Status.Inventory = inventory
@@ -160,5 +161,16 @@ func artifactGeneratorUnsupported(obj *swv1beta1.ArtifactGenerator) error {
 	return unsupported(swv1beta1.ArtifactGeneratorKind,
 		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
 		fieldCheck{"spec.pathPattern", obj.Spec.PathPattern != ""},
+		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+		fieldCheck{"spec.managedNamespaces", obj.Spec.ManagedNamespaces != nil},
+		fieldCheck{"spec.artifacts[].namespace", slices.ContainsFunc(obj.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool {
+			return o.Namespace != "" && o.Namespace != obj.Namespace
+		})},
+		fieldCheck{"spec.artifacts[].inputsFrom", slices.ContainsFunc(obj.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool {
+			return o.InputsFrom != ""
+		})},
+		fieldCheck{"spec.artifacts[].copy[].optional", slices.ContainsFunc(obj.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool {
+			return slices.ContainsFunc(o.Copy, func(c swv1beta1.CopyOperation) bool { return c.Optional })
+		})},
 	)
 }

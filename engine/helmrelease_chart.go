@@ -32,7 +32,8 @@ func chartSourceOf(obj *helmv2.HelmRelease) (kind, namespace, name string, ok bo
 		cr := obj.Spec.ChartRef
 		return cr.Kind, cr.Namespace, cr.Name, true
 	case obj.Spec.Chart != nil:
-		return sourcev1.HelmChartKind, obj.Spec.Chart.GetNamespace(obj.Namespace), obj.GetHelmChartName(), true
+		ref := obj.GetHelmChartTemplateReference()
+		return ref.Kind, ref.Namespace, ref.Name, true
 	}
 	return "", "", "", false
 }
@@ -41,28 +42,31 @@ func chartSourceOf(obj *helmv2.HelmRelease) (kind, namespace, name string, ok bo
 // Flux's helm-controller does.
 func helmChartFor(obj *helmv2.HelmRelease) *sourcev1.HelmChart {
 	tpl := obj.Spec.Chart
+	ref := obj.GetHelmChartTemplateReference()
+	var sourceRef sourcev1.LocalHelmChartSourceReference
+	if sr := tpl.Spec.SourceRef; sr != nil {
+		sourceRef = sourcev1.LocalHelmChartSourceReference{Kind: sr.Kind, Name: sr.Name}
+	}
 	hc := &sourcev1.HelmChart{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: obj.GetHelmChartName(), Namespace: tpl.GetNamespace(obj.Namespace),
+			Name: ref.Name, Namespace: ref.Namespace,
 			Labels: map[string]string{
 				helmv2.GroupVersion.Group + "/name":      obj.Name,
 				helmv2.GroupVersion.Group + "/namespace": obj.Namespace,
 			},
 		},
 		Spec: sourcev1.HelmChartSpec{
-			Chart:   tpl.Spec.Chart,
-			Version: tpl.Spec.Version,
-			SourceRef: sourcev1.LocalHelmChartSourceReference{
-				Kind: tpl.Spec.SourceRef.Kind, Name: tpl.Spec.SourceRef.Name,
-			},
-			Interval:                 tpl.GetInterval(obj.Spec.Interval),
-			ReconcileStrategy:        tpl.Spec.ReconcileStrategy,
+			Chart:                    tpl.Spec.Chart,
+			Version:                  tpl.Spec.GetVersion(),
+			SourceRef:                sourceRef,
+			Interval:                 obj.GetTemplateInterval(),
+			ReconcileStrategy:        tpl.Spec.GetReconcileStrategy(),
 			ValuesFiles:              tpl.Spec.ValuesFiles,
 			IgnoreMissingValuesFiles: tpl.Spec.IgnoreMissingValuesFiles,
 		},
 	}
 	if v := tpl.Spec.Verify; v != nil {
-		hc.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef}
+		hc.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef, MatchOIDCIdentity: v.MatchOIDCIdentity}
 	}
 	if m := tpl.ObjectMeta; m != nil {
 		hc.Annotations = maps.Clone(m.Annotations)
@@ -176,13 +180,14 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 // deleteHelmChart deletes the HelmChart status.helmChart names, when it
 // is one this release owns (Flux's labels say so).
 func (e *Engine) deleteHelmChart(ctx context.Context, obj *helmv2.HelmRelease) error {
-	ns, name := obj.Status.GetHelmChart()
-	if name == "" && obj.Spec.Chart != nil {
-		ns, name = obj.Spec.Chart.GetNamespace(obj.Namespace), obj.GetHelmChartName()
+	ref := obj.Status.GetHelmChartReference()
+	if ref == nil {
+		ref = obj.GetHelmChartTemplateReference()
 	}
-	if name == "" {
+	if ref == nil || ref.Kind != sourcev1.HelmChartKind {
 		return nil
 	}
+	ns, name := ref.Namespace, ref.Name
 	hc := &sourcev1.HelmChart{}
 	if err := e.mgr.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, hc); err != nil {
 		return client.IgnoreNotFound(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
@@ -26,9 +27,30 @@ import (
 
 func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
+	var tpl helmv2.HelmChartTemplate
+	if obj.Spec.Chart != nil {
+		tpl = *obj.Spec.Chart
+	}
+	// spec.chart.spec inlines an OCIRepository's spec for kind
+	// OCIRepository; a HelmChart template honours only its own fields
+	// (and interval).
+	ts := tpl.Spec.OCIRepositorySpec
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
-		fieldCheck{"spec.chart.spec.verify", obj.Spec.Chart != nil && obj.Spec.Chart.Spec.Verify != nil},
+		fieldCheck{"spec.chart.kind (other than HelmChart)", tpl.Kind != "" && tpl.Kind != sourcev1.HelmChartKind},
+		fieldCheck{"spec.chart.spec.verify", ts.Verify != nil},
+		fieldCheck{"spec.chart.spec.url", ts.URL != ""},
+		fieldCheck{"spec.chart.spec.ref", ts.Reference != nil},
+		fieldCheck{"spec.chart.spec.layerSelector", ts.LayerSelector != nil},
+		fieldCheck{"spec.chart.spec.provider", ts.Provider != ""},
+		fieldCheck{"spec.chart.spec.secretRef", ts.SecretRef != nil},
+		fieldCheck{"spec.chart.spec.serviceAccountName", ts.ServiceAccountName != ""},
+		fieldCheck{"spec.chart.spec.certSecretRef", ts.CertSecretRef != nil},
+		fieldCheck{"spec.chart.spec.proxySecretRef", ts.ProxySecretRef != nil},
+		fieldCheck{"spec.chart.spec.timeout", ts.Timeout != nil},
+		fieldCheck{"spec.chart.spec.ignore", ts.Ignore != nil},
+		fieldCheck{"spec.chart.spec.insecure", ts.Insecure},
+		fieldCheck{"spec.chart.spec.suspend", ts.Suspend},
 		// Helm 4's rollback has no --recreate-pods.
 		fieldCheck{"spec.rollback.recreate", obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
 		fieldCheck{"spec.rollback.serverSideApply: disabled", obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},

@@ -58,7 +58,7 @@ func chartSource(ns, name, host, tag string) *sourcev1.OCIRepository {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: sourcev1.OCIRepositorySpec{
 			URL: "oci://" + host + "/charts/demo", Insecure: true,
-			Interval:      metav1.Duration{Duration: time.Hour},
+			Interval:      &metav1.Duration{Duration: time.Hour},
 			Reference:     &sourcev1.OCIRepositoryRef{Tag: tag},
 			LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: "copy"},
 		},

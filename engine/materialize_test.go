@@ -95,7 +95,7 @@ func TestMaterializeRebuildsWipedArtifacts(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "manifests", Namespace: ns},
 		Spec: sourcev1.OCIRepositorySpec{
 			URL: "oci://" + reg.Host() + "/manifests/app", Insecure: true,
-			Interval: metav1.Duration{Duration: time.Hour}, Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
+			Interval: &metav1.Duration{Duration: time.Hour}, Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
 		},
 	}
 	chart := chartSource(ns, "demo", reg.Host(), "1.0.0")

@@ -123,8 +123,10 @@ func TestAlertSendsKustomizationEventsToAGenericHMACProvider(t *testing.T) {
 		&notifyv1beta3.Provider{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
 			Spec: notifyv1beta3.ProviderSpec{Type: "generic-hmac", SecretRef: &meta.LocalObjectReference{Name: "hook"}}},
 		&notifyv1beta3.Alert{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: ns},
-			Spec: notifyv1beta3.AlertSpec{ProviderRef: meta.LocalObjectReference{Name: "hook"}, Summary: "cluster one",
-				EventMetadata: map[string]string{"env": "test"},
+			// Flux 2.10 stores Alerts as v1, which has no spec.summary
+			// (the API server prunes it): the summary goes in eventMetadata.
+			Spec: notifyv1beta3.AlertSpec{ProviderRef: meta.LocalObjectReference{Name: "hook"},
+				EventMetadata: map[string]string{"env": "test", "summary": "cluster one"},
 				EventSources:  []notifyv1.CrossNamespaceObjectReference{{Kind: "Kustomization", Name: "*", MatchLabels: map[string]string{"team": "a"}}}}},
 	)
 	gitSource(t, ns, "apps", map[string]string{"deploy/a.yaml": configMap("a", ns)})

@@ -214,7 +214,7 @@ func TestNoSecretsInLogsEventsStatusOrMetrics(t *testing.T) {
 	}
 	ociRepo := func(name, secretName string) *sourcev1.OCIRepository {
 		return &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: sourcev1.OCIRepositorySpec{URL: "oci://" + reg.Host() + "/manifests/app", Insecure: true, Interval: hour,
+			Spec: sourcev1.OCIRepositorySpec{URL: "oci://" + reg.Host() + "/manifests/app", Insecure: true, Interval: &hour,
 				Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"}, SecretRef: ref(secretName)}}
 	}
 	helmRepoObj := func(name, url, secretName, certSecret string) *sourcev1.HelmRepository {

@@ -57,7 +57,7 @@ func chartRelease(ns, name, repo, version string) *helmv2.HelmRelease {
 			Interval: metav1.Duration{Duration: time.Hour},
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 				Chart: "demo", Version: version,
-				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo},
+				SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo},
 			}},
 		},
 	}

@@ -44,7 +44,7 @@ func TestOCIRepositoryStoresArtifact(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
 		Spec: sourcev1.OCIRepositorySpec{
 			URL: "oci://" + reg.Host() + "/manifests/app", Insecure: true,
-			Interval:  metav1.Duration{Duration: time.Hour},
+			Interval:  &metav1.Duration{Duration: time.Hour},
 			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
 			SecretRef: &meta.LocalObjectReference{Name: "regcreds"},
 		},

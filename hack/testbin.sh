@@ -12,6 +12,8 @@
 #   all:     all of the above
 # Prints the binary directory on its last line.
 set -euo pipefail
+# The project builds with Go 1.27.3, fetched by the go command (machines start on 1.26).
+export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 
 KUBE_VERSION=v1.37.1
 ETCD_VERSION=v3.6.16

@@ -174,7 +174,7 @@ func slowRelease(ns, host string) (*helmv2.HelmRelease, []client.Object) {
 		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
 		Spec: sourcev1.OCIRepositorySpec{
 			URL: "oci://" + host + "/charts/slow", Insecure: true,
-			Interval:      metav1.Duration{Duration: time.Hour},
+			Interval:      &metav1.Duration{Duration: time.Hour},
 			Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
 			LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: "copy"},
 		},

@@ -161,7 +161,7 @@ func (w *Workload) Create(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Name: "charts", Namespace: SystemNamespace},
 			Spec: sourcev1.OCIRepositorySpec{
 				URL: "oci://" + e.RegistryHost() + "/charts/chaos", Insecure: true,
-				Interval:      metav1.Duration{Duration: 10 * time.Second},
+				Interval:      &metav1.Duration{Duration: 10 * time.Second},
 				Reference:     &sourcev1.OCIRepositoryRef{SemVer: ">=1.0.0"},
 				LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: sourcev1.OCILayerCopy},
 				SecretRef:     &meta.LocalObjectReference{Name: "registry-auth"},

@@ -248,7 +248,7 @@ func (f *fencing) create(ctx context.Context, n int) {
 			ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: f.ns},
 			Spec: sourcev1.OCIRepositorySpec{
 				URL: "oci://" + f.registry + "/charts/slow", Insecure: true,
-				Interval:      metav1.Duration{Duration: time.Hour},
+				Interval:      &metav1.Duration{Duration: time.Hour},
 				Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
 				LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: sourcev1.OCILayerCopy},
 			},

@@ -412,7 +412,7 @@ func (h *harness) seedScale(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Name: "configmaps", Namespace: SystemNamespace},
 			Spec: sourcev1.OCIRepositorySpec{
 				URL: "oci://" + h.reg.Host() + "/charts/configmaps", Insecure: true,
-				Interval:      metav1.Duration{Duration: 30 * time.Minute},
+				Interval:      &metav1.Duration{Duration: 30 * time.Minute},
 				Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
 				LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: sourcev1.OCILayerCopy},
 				SecretRef:     &meta.LocalObjectReference{Name: "packages-registry"},
@@ -532,7 +532,7 @@ func (h *harness) scaleChartSource(objs *[]client.Object) (func(*helmv2.HelmRele
 	return func(hr *helmv2.HelmRelease) {
 		hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 			Chart: "configmaps", Version: "1.x",
-			SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts", Namespace: SystemNamespace},
+			SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts", Namespace: SystemNamespace},
 		}}
 	}, nil
 }
