@@ -42,6 +42,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/cluster"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
@@ -85,7 +86,10 @@ type Engine struct {
 	waits     waits
 	pool      *shard.Pool
 	helm      helmWork
-	progress  progress
+	// clusters holds the Helm side of every cluster a HelmRelease
+	// installs to: this one, and the remote ones of spec.kubeConfig.
+	clusters *cluster.Registry[*helm.Manager]
+	progress progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
 	// helmRepos fetches Helm repository indexes and charts, sharing
@@ -206,6 +210,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		recorder: coreEvents{mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
+	if e.clusters, err = newClusterRegistry(e); err != nil {
+		return nil, err
+	}
 	e.helm.backoff = runtimectrl.GetDefaultRateLimiter()
 	// Alone, the engine places with memory: a tenant moves only when the
 	// balance target needs it. Replicas place with the memory the leader

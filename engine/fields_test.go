@@ -52,7 +52,7 @@ var specFields = map[string]specFieldPolicy{
 			"upgrade.disableTakeOwnership", "upgrade.preserveValues", "install.replace",
 			"rollback.timeout", "rollback.disableWait", "rollback.disableWaitForJobs", "rollback.disableHooks",
 			"rollback.force", "rollback.cleanupOnFail", "rollback.serverSideApply",
-			"uninstall", "driftDetection", "waitStrategy", "test",
+			"uninstall", "driftDetection", "waitStrategy", "test", "kubeConfig",
 		},
 		check: func(spec reflect.Value) error {
 			return helmReleaseUnsupported(&helmv2.HelmRelease{Spec: spec.Interface().(helmv2.HelmReleaseSpec)})

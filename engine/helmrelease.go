@@ -11,6 +11,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,6 +124,11 @@ func (e *Engine) tenantOf(obj client.Object) string {
 			return v
 		}
 	}
+	// The releases of one remote cluster are one tenant, so that a
+	// cluster that is down holds at most its fair share of workers.
+	if hr, ok := obj.(*helmv2.HelmRelease); ok && hr.Spec.KubeConfig != nil {
+		return obj.GetNamespace() + "/" + kubeConfigName(hr.Spec.KubeConfig)
+	}
 	return obj.GetNamespace()
 }
 
@@ -196,9 +202,9 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if err != nil {
 		return failed("ValuesError", err)
 	}
-	mgr, err := e.helmManager()
-	if err != nil {
-		return failed(meta.ReconciliationFailedReason, err)
+	mgr, out, ok := e.helmManagerOf(ctx, obj, self)
+	if !ok {
+		return out
 	}
 	chartPath, cleanup, err := chartArchive(e.store.Path(art))
 	if err != nil {
@@ -303,10 +309,20 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 		return 0, client.IgnoreNotFound(err)
 	}
 	if !obj.Spec.Suspend {
-		mgr, err := e.helmManager()
-		if err != nil {
-			return 0, err
+		c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
+		if kubeConfigGone(obj, err) {
+			// As helm-controller: without its kubeconfig the release
+			// cannot be uninstalled; the finalizer goes, and the Event
+			// says what may be left behind.
+			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, "Uninstall",
+				"skipped the uninstall of release %s/%s: spec.kubeConfig %s is gone (%v); its objects may be left in the remote cluster",
+				obj.GetReleaseNamespace(), obj.GetReleaseName(), kubeConfigName(obj.Spec.KubeConfig), err)
+			return 0, e.releaseFinalizer(ctx, obj, self)
 		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
+		}
+		mgr := c.Value
 		rel := helm.Release{Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
@@ -314,15 +330,21 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 			return 0, fmt.Errorf("%s: uninstalling on deletion: %w", self, err)
 		}
 	}
+	return 0, e.releaseFinalizer(ctx, obj, self)
+}
+
+// releaseFinalizer deletes the HelmChart a deleted release owns, then
+// removes the release's finalizer.
+func (e *Engine) releaseFinalizer(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) error {
 	if err := e.deleteHelmChart(ctx, obj); err != nil {
-		return 0, fmt.Errorf("%s: %w", self, err)
+		return fmt.Errorf("%s: %w", self, err)
 	}
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, Finalizer)
 	if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
-		return 0, err
+		return err
 	}
-	return 0, nil
+	return nil
 }
 
 func configDigest(chartDigest string, values map[string]any) string {

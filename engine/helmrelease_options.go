@@ -36,7 +36,6 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	// (and interval).
 	ts := tpl.Spec.OCIRepositorySpec
 	return unsupported(helmv2.HelmReleaseKind,
-		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
 		fieldCheck{"spec.chart.kind (other than HelmChart)", tpl.Kind != "" && tpl.Kind != sourcev1.HelmChartKind},
 		fieldCheck{"spec.chart.spec.verify", ts.Verify != nil},
 		fieldCheck{"spec.chart.spec.url", ts.URL != ""},

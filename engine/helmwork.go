@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/health"
 	"github.com/cozystack/cozy-aio/shard"
 )
 
@@ -43,20 +44,26 @@ func (e *Engine) helmManager() (*helm.Manager, error) {
 			e.helm.err = err
 			return
 		}
-		opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}, Waiter: waiter, Cache: e.helmCache}
-		if e.opts.ProgressAfter > 0 {
-			// A release record shows pending exactly when the status
-			// shows the action running.
-			opts.PendingAfter = e.opts.ProgressAfter
-		}
-		if e.replicas != nil {
-			opts.HolderAlive = e.replicas.alive
-			opts.Fence = e.replicas.fence
-			opts.Claim = e.replicas.claim
-		}
-		e.helm.manager, e.helm.err = helm.New(e.cfg, opts)
+		e.helm.manager, e.helm.err = helm.New(e.cfg, e.helmOptions(waiter, e.helmCache))
 	})
 	return e.helm.manager, e.helm.err
+}
+
+// helmOptions are the options of a Helm manager of this engine's, on any
+// cluster: one holder, and the fencing of the shard Leases.
+func (e *Engine) helmOptions(waiter *health.Waiter, cache *helm.Cache) helm.Options {
+	opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}, Waiter: waiter, Cache: cache}
+	if e.opts.ProgressAfter > 0 {
+		// A release record shows pending exactly when the status
+		// shows the action running.
+		opts.PendingAfter = e.opts.ProgressAfter
+	}
+	if e.replicas != nil {
+		opts.HolderAlive = e.replicas.alive
+		opts.Fence = e.replicas.fence
+		opts.Claim = e.replicas.claim
+	}
+	return opts
 }
 
 // finalizerSent tells whether the finalizer was already sent to obj as

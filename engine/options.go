@@ -67,6 +67,12 @@ type Options struct {
 	StrictSubstitutions bool
 	// DefaultServiceAccount is used in restricted mode. Default: "default".
 	DefaultServiceAccount string
+	// RemoteClusters says what the kubeconfigs of spec.kubeConfig may
+	// use and how long an idle remote cluster keeps its clients.
+	// Default: the zero value, the safest (no exec plugins, no
+	// insecure-skip-tls-verify; Flux's --insecure-kubeconfig-exec and
+	// --insecure-kubeconfig-tls set its fields).
+	RemoteClusters RemoteClusterOptions
 	// InstallCRDs server-side applies the embedded Flux CRDs at start.
 	// Default: false.
 	InstallCRDs bool
@@ -222,4 +228,17 @@ func ownNamespace() string {
 		}
 	}
 	return "kube-system"
+}
+
+// RemoteClusterOptions configures the clients of the remote clusters that
+// HelmReleases reach through spec.kubeConfig. The zero value works.
+type RemoteClusterOptions struct {
+	// AllowExec lets kubeconfigs run exec plugins. Default: false, refused.
+	AllowExec bool
+	// AllowInsecureTLS lets kubeconfigs set insecure-skip-tls-verify.
+	// Default: false, refused.
+	AllowInsecureTLS bool
+	// IdleAfter is how long a remote cluster no reconcile used keeps its
+	// clients and connections. Default: 10 minutes.
+	IdleAfter time.Duration
 }

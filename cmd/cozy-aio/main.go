@@ -133,6 +133,8 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.BoolVar(&o.Engine.Restricted, "restricted", false, "no cross-namespace references, no remote bases, default service account for tenants")
 	fs.StringVar(&o.Engine.DefaultServiceAccount, "default-service-account", "default", "service account for tenants in restricted mode")
 	fs.BoolVar(&o.Engine.AllowRemoteBases, "allow-remote-bases", false, "let kustomizations use remote bases")
+	fs.BoolVar(&o.Engine.RemoteClusters.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfigs of spec.kubeConfig run exec plugins (as Flux's flag of the same name)")
+	fs.BoolVar(&o.Engine.RemoteClusters.AllowInsecureTLS, "insecure-kubeconfig-tls", false, "let the kubeconfigs of spec.kubeConfig skip TLS verification (as Flux's flag of the same name)")
 	fs.BoolVar(&o.Engine.StrictSubstitutions, "strict-substitutions", false, "fail a Kustomization whose postBuild ${var} has no value and no default, as Flux's StrictPostBuildSubstitutions feature gate")
 	fs.BoolVar(&o.Engine.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --health-addr")
 	fs.StringVar(&o.Engine.HolderID, "replica-id", defaultReplicaID(), "this replica's identity, in its Leases and on the Helm releases it writes (default: $NODE_NAME, else the host name)")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -306,8 +307,33 @@ func fuzzingOnly() bool {
 	return value("test.fuzz") != "" && value("test.run") == "^$"
 }
 
-// lockMachine serialises control planes built from the same binaries.
+// processLock lets one test process run several control planes at once
+// (a management cluster and its tenant clusters) under one machine lock:
+// the first takes the file lock, the last to stop releases it.
+var processLock struct {
+	sync.Mutex
+	file  *os.File
+	count int
+}
+
+// lockMachine serialises control planes built from the same binaries
+// across processes; within one process it only counts them.
 func lockMachine(binDir string) (*os.File, error) {
+	processLock.Lock()
+	defer processLock.Unlock()
+	if processLock.count > 0 {
+		processLock.count++
+		return processLock.file, nil
+	}
+	f, err := flockMachine(binDir)
+	if err != nil {
+		return nil, err
+	}
+	processLock.file, processLock.count = f, 1
+	return f, nil
+}
+
+func flockMachine(binDir string) (*os.File, error) {
 	sum := sha256.Sum256([]byte(binDir))
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("cozy-aio-controlplane-%x.lock", sum[:6]))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
@@ -324,6 +350,14 @@ func lockMachine(binDir string) (*os.File, error) {
 func unlock(f *os.File) {
 	if f == nil {
 		return
+	}
+	processLock.Lock()
+	defer processLock.Unlock()
+	if f == processLock.file {
+		if processLock.count--; processLock.count > 0 {
+			return
+		}
+		processLock.file = nil
 	}
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	_ = f.Close()

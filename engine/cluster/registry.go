@@ -1,0 +1,307 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Defaults of RegistryOptions.
+const (
+	defaultIdleAfter   = 10 * time.Minute
+	defaultGenericTTL  = 30 * time.Minute
+	defaultDialTimeout = 5 * time.Second
+)
+
+// RegistryOptions configures a Registry. Local and Build are required.
+type RegistryOptions[T any] struct {
+	// Local returns the value of the local cluster, the one of an object
+	// without spec.kubeConfig. It is called on every Get of a nil
+	// reference, so it should return a value it keeps.
+	Local func() (T, error)
+	// Build makes the value of a remote cluster (its clients, its Helm
+	// configuration) from its sanitised rest.Config. It must not block on
+	// the remote cluster: a cluster that is not reachable yet still gets
+	// its value, and its requests fail fast.
+	Build func(cfg *rest.Config) (T, error)
+	// Load says what a kubeconfig may use (see LoadOptions). Default: the
+	// zero LoadOptions, the safest.
+	Load LoadOptions
+	// IdleAfter is how long a remote cluster no Get asked for keeps its
+	// value and connections. Default: 10 minutes.
+	IdleAfter time.Duration
+	// GenericTTL is how long the config of a generic-provider ConfigMap,
+	// whose token the management cluster issued, is reused before a new
+	// token is requested. Default: 30 minutes (tokens live an hour).
+	GenericTTL time.Duration
+	// DialTimeout bounds each TCP connection to a remote API server, so
+	// that a dead cluster fails in seconds, not after the request
+	// timeout. Default: 5 seconds.
+	DialTimeout time.Duration
+	// Now returns the current time. Default: time.Now.
+	Now func() time.Time
+}
+
+// Registry keeps one value per remote cluster, keyed by what the object's
+// spec.kubeConfig points at and that object's content: objects that share
+// a kubeconfig Secret share their cluster's clients, a changed Secret (a
+// rotated certificate) gives a new entry, and an entry no Get asked for
+// within IdleAfter is dropped and its connections closed. The local
+// cluster is the entry of "no kubeConfig". It is safe for concurrent use.
+type Registry[T any] struct {
+	reader client.Reader
+	tokens client.Client
+	opts   RegistryOptions[T]
+
+	mu      sync.Mutex
+	entries map[string]*entry[T]
+}
+
+type entry[T any] struct {
+	cluster  *Cluster[T]
+	conns    *dialer
+	lastUsed time.Time
+	expires  time.Time // zero: never (a kubeconfig Secret)
+}
+
+// Cluster is a remote cluster as a Registry holds it.
+type Cluster[T any] struct {
+	// Source names where the cluster's access comes from, as errors and
+	// status name it: "Secret ns/name" or "ConfigMap ns/name".
+	Source string
+	// Host is the remote API server's address.
+	Host string
+	// Value is what RegistryOptions.Build made for the cluster.
+	Value T
+}
+
+// NewRegistry returns a Registry that reads kubeconfig Secrets and
+// ConfigMaps through reader and requests the generic provider's tokens
+// through tokens (both of the management cluster).
+func NewRegistry[T any](reader client.Reader, tokens client.Client, opts RegistryOptions[T]) (*Registry[T], error) {
+	if opts.Local == nil || opts.Build == nil {
+		return nil, errors.New("cluster: RegistryOptions.Local and Build are required")
+	}
+	if opts.IdleAfter <= 0 {
+		opts.IdleAfter = defaultIdleAfter
+	}
+	if opts.GenericTTL <= 0 {
+		opts.GenericTTL = defaultGenericTTL
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = defaultDialTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Registry[T]{reader: reader, tokens: tokens, opts: opts, entries: map[string]*entry[T]{}}, nil
+}
+
+// Get returns the cluster of an object in namespace whose spec.kubeConfig
+// is ref; a nil ref is the local cluster (Source "", Value from Local).
+// Errors name the Secret or ConfigMap and the cause.
+func (r *Registry[T]) Get(ctx context.Context, namespace string, ref *meta.KubeConfigReference) (*Cluster[T], error) {
+	if ref == nil {
+		v, err := r.opts.Local()
+		if err != nil {
+			return nil, err
+		}
+		return &Cluster[T]{Value: v}, nil
+	}
+	src, err := r.read(ctx, namespace, ref)
+	if err != nil {
+		return nil, err
+	}
+	now := r.opts.Now()
+	r.mu.Lock()
+	r.sweepLocked(now)
+	if e, ok := r.entries[src.key]; ok && (e.expires.IsZero() || now.Before(e.expires)) {
+		e.lastUsed = now
+		r.mu.Unlock()
+		return e.cluster, nil
+	}
+	r.mu.Unlock()
+	e, err := r.build(ctx, namespace, src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.name, err)
+	}
+	e.lastUsed = now
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.entries[src.key]; ok {
+		if old.expires.IsZero() || now.Before(old.expires) {
+			// Another Get built it meanwhile: keep one.
+			e.conns.closeAll()
+			old.lastUsed = now
+			return old.cluster, nil
+		}
+		// An expired generic config: actions may still run on its
+		// clients, so it stays until it has been idle for IdleAfter.
+		r.entries[src.key+"@"+old.expires.String()] = old
+	}
+	r.entries[src.key] = e
+	return e.cluster, nil
+}
+
+// source is what a kubeConfig reference points at, read.
+type source struct {
+	name   string // "Secret ns/name" or "ConfigMap ns/name"
+	key    string // digest of the name and the content
+	config []byte // the kubeconfig of a Secret
+	cm     *corev1.ConfigMap
+}
+
+func (r *Registry[T]) read(ctx context.Context, namespace string, ref *meta.KubeConfigReference) (source, error) {
+	switch {
+	case ref.SecretRef != nil:
+		name := fmt.Sprintf("Secret %s/%s", namespace, ref.SecretRef.Name)
+		secret := &corev1.Secret{}
+		if err := r.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.SecretRef.Name}, secret); err != nil {
+			return source{}, fmt.Errorf("reading the kubeConfig %s: %w", name, err)
+		}
+		data, err := KubeconfigFromSecret(secret, ref.SecretRef.Key)
+		if err != nil {
+			return source{}, err
+		}
+		return source{name: name, key: digest(name, data), config: data}, nil
+	case ref.ConfigMapRef != nil:
+		name := fmt.Sprintf("ConfigMap %s/%s", namespace, ref.ConfigMapRef.Name)
+		cm := &corev1.ConfigMap{}
+		if err := r.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.ConfigMapRef.Name}, cm); err != nil {
+			return source{}, fmt.Errorf("reading the kubeConfig %s: %w", name, err)
+		}
+		keys := make([]string, 0, len(cm.Data))
+		for k := range cm.Data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var b []byte
+		for _, k := range keys {
+			b = fmt.Appendf(b, "%q=%q\n", k, cm.Data[k])
+		}
+		return source{name: name, key: digest(name, b), cm: cm}, nil
+	}
+	return source{}, errors.New("spec.kubeConfig sets neither secretRef nor configMapRef")
+}
+
+func digest(name string, data []byte) string {
+	h := sha256.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// build loads the source's rest.Config, gives it a dialer whose
+// connections the entry closes when it is dropped, and builds the value.
+func (r *Registry[T]) build(ctx context.Context, namespace string, src source) (*entry[T], error) {
+	var cfg *rest.Config
+	var err error
+	var expires time.Time
+	if src.cm != nil {
+		cfg, err = GenericConfig(ctx, r.tokens, namespace, src.cm, r.opts.Load)
+		expires = r.opts.Now().Add(r.opts.GenericTTL)
+	} else {
+		cfg, err = Load(src.config, r.opts.Load)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := &dialer{d: net.Dialer{Timeout: r.opts.DialTimeout, KeepAlive: 30 * time.Second}, conns: map[net.Conn]struct{}{}}
+	cfg.Dial = d.DialContext
+	v, err := r.opts.Build(cfg)
+	if err != nil {
+		d.closeAll()
+		return nil, err
+	}
+	return &entry[T]{cluster: &Cluster[T]{Source: src.name, Host: cfg.Host, Value: v}, conns: d, expires: expires}, nil
+}
+
+// sweepLocked drops the entries idle for IdleAfter.
+func (r *Registry[T]) sweepLocked(now time.Time) {
+	for k, e := range r.entries {
+		if now.Sub(e.lastUsed) >= r.opts.IdleAfter {
+			e.conns.closeAll()
+			delete(r.entries, k)
+		}
+	}
+}
+
+// Sweep drops the remote clusters idle for IdleAfter and returns how many
+// remain. Get sweeps too; an embedder that runs no Get for long calls it
+// to give idle connections back.
+func (r *Registry[T]) Sweep() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sweepLocked(r.opts.Now())
+	return len(r.entries)
+}
+
+// Len returns how many remote clusters the Registry holds.
+func (r *Registry[T]) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.entries)
+}
+
+// dialer dials a remote cluster's connections and closes them all when
+// its cluster is dropped (client-go keeps no shared transport for a
+// rest.Config with its own Dial, so they are this entry's alone).
+type dialer struct {
+	d      net.Dialer
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := d.d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		c.Close()
+		return nil, errors.New("cluster: the remote cluster's clients were closed")
+	}
+	tc := &trackedConn{Conn: c, d: d}
+	d.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+func (d *dialer) closeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	for c := range d.conns {
+		c.(*trackedConn).Conn.Close()
+	}
+	clear(d.conns)
+}
+
+type trackedConn struct {
+	net.Conn
+	d    *dialer
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.d.mu.Lock()
+		delete(c.d.conns, c)
+		c.d.mu.Unlock()
+	})
+	return c.Conn.Close()
+}

@@ -1,0 +1,209 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+// tenantCluster starts a second API server, a tenant cluster, for one
+// test, and returns it with its admin kubeconfig.
+func tenantCluster(t *testing.T) (*testenv.ControlPlane, []byte) {
+	t.Helper()
+	tenant, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tenant.Stop() })
+	kc, err := tenant.Kubeconfig("tenant-admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant, kc
+}
+
+func remoteRelease(ns, name, secret, key string) *helmv2.HelmRelease {
+	hr := helmRelease(ns, name, "demo")
+	hr.Spec.ReleaseName = name
+	hr.Spec.TargetNamespace = "addons"
+	hr.Spec.StorageNamespace = "addons"
+	hr.Spec.Install = &helmv2.Install{CreateNamespace: true}
+	hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: secret, Key: key}}
+	return hr
+}
+
+// A HelmRelease with spec.kubeConfig installs, upgrades, corrects drift
+// and uninstalls in the remote cluster; its status stays in the
+// management cluster, and nothing of the release lands there.
+func TestHelmReleaseInstallsIntoARemoteCluster(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	tenant, kc := tenantCluster(t)
+	reg := chartRegistry(t, demoChart("1.0.0"), demoChart("1.1.0"))
+	startEngine(t, engine.Options{})
+	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
+	hr := remoteRelease(ns, "cilium", "tenant-admin-kubeconfig", "super-admin.svc")
+	hr.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}
+	createObjects(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant-admin-kubeconfig", Namespace: ns},
+			Data: map[string][]byte{"super-admin.svc": kc}},
+		src, hr)
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+
+	remoteCM := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: "addons", Name: "cilium-settings"}
+	if err := tenant.Client.Get(ctx, key, remoteCM); err != nil || remoteCM.Data["chart"] != "1.0.0" {
+		t.Fatalf("the release's ConfigMap in the tenant cluster: %v %v", remoteCM.Data, err)
+	}
+	helmRecords := func(c client.Client) int {
+		var list corev1.SecretList
+		if err := c.List(ctx, &list, client.InNamespace("addons"), client.MatchingLabels{"owner": "helm", "name": "cilium"}); err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	if n := helmRecords(tenant.Client); n != 1 {
+		t.Fatalf("%d release records in the tenant cluster's storage namespace, want 1", n)
+	}
+	if err := cp.Client.Get(ctx, key, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the release's ConfigMap in the management cluster: %v", err)
+	}
+	if n := helmRecords(cp.Client); n != 0 {
+		t.Fatalf("%d release records in the management cluster", n)
+	}
+
+	// Drift in the tenant cluster is corrected there.
+	remoteCM.Data["chart"] = "edited"
+	if err := tenant.Client.Update(ctx, remoteCM); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, hr)
+	eventually(t, 60*time.Second, "the drifted ConfigMap put back in the tenant cluster", func() bool {
+		return tenant.Client.Get(ctx, key, remoteCM) == nil && remoteCM.Data["chart"] == "1.0.0"
+	})
+
+	// A new chart upgrades the release in the tenant cluster.
+	patch := client.MergeFrom(src.DeepCopy())
+	src.Spec.Reference.Tag = "1.1.0"
+	if err := cp.Client.Patch(ctx, src, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, hr, func() bool {
+		return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
+	}, "upgrade to revision 2")
+	if err := tenant.Client.Get(ctx, key, remoteCM); err != nil || remoteCM.Data["chart"] != "1.1.0" {
+		t.Fatalf("after the upgrade the tenant ConfigMap says %v (%v)", remoteCM.Data, err)
+	}
+
+	// Deleting the HelmRelease uninstalls in the tenant cluster.
+	if err := cp.Client.Delete(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the release uninstalled from the tenant cluster", func() bool {
+		return apierrors.IsNotFound(tenant.Client.Get(ctx, key, &corev1.ConfigMap{})) && helmRecords(tenant.Client) == 0
+	})
+}
+
+// Bad kubeconfigs end Ready=False with a message naming the release, the
+// Secret and the cause; the good release beside them is installed.
+func TestHelmReleaseRemoteClusterBadInputs(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	tenant, kc := tenantCluster(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	startEngine(t, engine.Options{})
+	secret := func(name string, data string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"value": []byte(data)}}
+	}
+	server := "https://127.0.0.1:1"
+	execConfig := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: ` + server + `}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+	fileConfig := strings.Replace(execConfig, "{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}}",
+		"{client-certificate: /etc/kubernetes/pki/apiserver.crt, client-key: /etc/kubernetes/pki/apiserver.key}", 1)
+	deadConfig := strings.Replace(execConfig, "{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}}", "{token: abc}", 1)
+	createObjects(t, chartSource(ns, "demo", reg.Host(), "1.0.0"),
+		secret("good", string(kc)), secret("exec", execConfig), secret("file", fileConfig),
+		secret("dead", deadConfig), secret("garbage", "{not yaml"),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nokey", Namespace: ns}, Data: map[string][]byte{"other": kc}})
+	cases := []struct {
+		name, secret, key string
+		want              []string
+	}{
+		{"missing-secret", "absent", "", []string{"Secret " + ns + "/absent", "not found"}},
+		{"missing-key", "nokey", "", []string{ns + "/nokey", "'value'"}},
+		{"not-yaml", "garbage", "", []string{"Secret " + ns + "/garbage", "kubeconfig"}},
+		{"exec-plugin", "exec", "", []string{"Secret " + ns + "/exec", "users[u].exec"}},
+		{"local-file", "file", "", []string{"Secret " + ns + "/file", "client-certificate"}},
+		{"unreachable", "dead", "", []string{"127.0.0.1:1"}},
+	}
+	good := remoteRelease(ns, "good", "good", "")
+	createObjects(t, good)
+	for _, c := range cases {
+		createObjects(t, remoteRelease(ns, c.name, c.secret, c.key))
+	}
+	for _, c := range cases {
+		hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: ns}}
+		waitFor(t, hr, func() bool {
+			r := conditions.Get(hr, meta.ReadyCondition)
+			if r == nil || r.Status != metav1.ConditionFalse {
+				return false
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.Message, w) {
+					return false
+				}
+			}
+			return strings.Contains(r.Message, "HelmRelease/"+ns+"/"+c.name)
+		}, "Ready=False naming "+strings.Join(c.want, ", "))
+	}
+	waitFor(t, good, readyIs(good, true), "Ready=True beside the bad ones")
+	if err := tenant.Client.Get(ctx, client.ObjectKey{Namespace: "addons", Name: "good-settings"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the good release in the tenant cluster: %v", err)
+	}
+
+	// A release whose kubeconfig Secret is gone is deleted without an
+	// uninstall, as helm-controller does, and an Event says so.
+	gone := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "missing-secret", Namespace: ns}}
+	if err := cp.Client.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the release with no kubeconfig Secret deleted", func() bool {
+		return apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(gone), gone))
+	})
+	eventually(t, 30*time.Second, "an Event naming what may be left behind", func() bool {
+		return coreEventMessage(t, ns, "missing-secret", "may be left in the remote cluster") != ""
+	})
+}
+
+// coreEventMessage returns the message of a core/v1 Event about name in
+// ns that contains want, or "".
+func coreEventMessage(t *testing.T, ns, name, want string) string {
+	t.Helper()
+	var list corev1.EventList
+	if err := cp.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name && strings.Contains(e.Message, want) {
+			return e.Message
+		}
+	}
+	return ""
+}
