@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -48,6 +49,21 @@ func (e *Engine) remoteHelmManager(cfg *rest.Config) (*helm.Manager, error) {
 		return nil, err
 	}
 	return helm.New(cfg, e.helmOptions(waiter, nil))
+}
+
+// sweepClusters closes the remote clusters no release used for their idle
+// time, also while no release asks for any cluster.
+func (e *Engine) sweepClusters(ctx context.Context) error {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			e.clusters.Sweep()
+		}
+	}
 }
 
 // helmManagerOf returns the Helm manager of the cluster obj installs to,

@@ -19,4 +19,14 @@
 // ConfigMap's audiences and uses it as the bearer token toward the address:
 //
 //	cfg, err := cluster.GenericConfig(ctx, mgmtClient, obj.Namespace, configMap, cluster.LoadOptions{})
+//
+// A Registry keeps what a caller builds for each cluster (the engine: a
+// Helm manager with its clients and waiter), so that reconciles share one
+// client per cluster instead of building one each time. It is keyed by the
+// kubeconfig's content, so a rotated Secret gives a new entry; entries no
+// reconcile used for a while are dropped and their connections closed; the
+// local cluster is the entry of a nil reference:
+//
+//	reg, _ := cluster.NewRegistry(apiReader, mgmtClient, cluster.RegistryOptions[*helm.Manager]{Local: local, Build: build})
+//	c, err := reg.Get(ctx, obj.Namespace, obj.Spec.KubeConfig) // c.Value, c.Source ("Secret ns/name")
 package cluster

@@ -1,0 +1,88 @@
+package cluster_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cozystack/cozy-aio/engine/cluster"
+)
+
+// The registry builds one value per kubeconfig: reconciles of releases
+// that share a Secret share it, a rotated Secret gives a new one, an idle
+// one is dropped, and a nil reference is the local cluster.
+func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	kc, err := cp.Kubeconfig("remote-admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kc", Namespace: ns}, Data: map[string][]byte{"value": kc}}
+	if err := cp.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	builds := 0
+	now := time.Now()
+	reg, err := cluster.NewRegistry(cp.Client, cp.Client, cluster.RegistryOptions[*kubernetes.Clientset]{
+		Local: func() (*kubernetes.Clientset, error) { return nil, nil },
+		Build: func(cfg *rest.Config) (*kubernetes.Clientset, error) {
+			mu.Lock()
+			builds++
+			mu.Unlock()
+			return kubernetes.NewForConfig(cfg)
+		},
+		IdleAfter: time.Minute,
+		Now:       func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "kc"}}
+	a, err := reg.Get(ctx, ns, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := reg.Get(ctx, ns, ref)
+	if err != nil || a != b || builds != 1 {
+		t.Fatalf("two Gets of one Secret: same cluster %v, %d builds (%v)", a == b, builds, err)
+	}
+	if a.Source != "Secret "+ns+"/kc" {
+		t.Fatalf("Source %q", a.Source)
+	}
+	// The client reaches the remote API server (here the same one).
+	if _, err := a.Value.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the remote cluster's client: %v", err)
+	}
+
+	// A rotated Secret: a new kubeconfig (another user's certificate).
+	kc2, err := cp.Kubeconfig("remote-admin-2", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["value"] = kc2
+	if err := cp.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	c, err := reg.Get(ctx, ns, ref)
+	if err != nil || c == a || builds != 2 || reg.Len() != 2 {
+		t.Fatalf("after the rotation: new cluster %v, %d builds, %d held (%v)", c != a, builds, reg.Len(), err)
+	}
+
+	// Idle for IdleAfter: dropped.
+	now = now.Add(2 * time.Minute)
+	if n := reg.Sweep(); n != 0 {
+		t.Fatalf("%d clusters held after their idle time", n)
+	}
+	if local, err := reg.Get(ctx, ns, nil); err != nil || local.Source != "" {
+		t.Fatalf("the local cluster: %+v %v", local, err)
+	}
+}
