@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/cozystack/cozy-aio/apply"
 )
 
@@ -24,23 +26,25 @@ func (e *Engine) serviceAccount(name string) string {
 	return name
 }
 
-func (e *Engine) applierFor(namespace, serviceAccount string) (*apply.Applier, error) {
+// applierFor returns the Applier of a cluster (its rest.Config, and its
+// watch cache when it has one) for an identity.
+func (a *appliers) applierFor(cfg *rest.Config, cache *apply.Cache, fieldManager, namespace, serviceAccount string) (*apply.Applier, error) {
 	sa := apply.ServiceAccount{}
 	if serviceAccount != "" {
 		sa = apply.ServiceAccount{Namespace: namespace, Name: serviceAccount}
 	}
-	e.appliers.mu.Lock()
-	defer e.appliers.mu.Unlock()
-	if a, ok := e.appliers.m[sa]; ok {
-		return a, nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ap, ok := a.m[sa]; ok {
+		return ap, nil
 	}
-	a, err := apply.New(e.cfg, apply.Options{FieldManager: e.opts.FieldManager, Impersonate: sa, Cache: e.applyCache})
+	ap, err := apply.New(cfg, apply.Options{FieldManager: fieldManager, Impersonate: sa, Cache: cache})
 	if err != nil {
 		return nil, fmt.Errorf("creating the applier for %v: %w", sa, err)
 	}
-	if e.appliers.m == nil {
-		e.appliers.m = map[apply.ServiceAccount]*apply.Applier{}
+	if a.m == nil {
+		a.m = map[apply.ServiceAccount]*apply.Applier{}
 	}
-	e.appliers.m[sa] = a
-	return a, nil
+	a.m[sa] = ap
+	return ap, nil
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
+	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/cluster"
 	"github.com/cozystack/cozy-aio/health"
@@ -21,25 +22,41 @@ import (
 // (helm-controller's reason for the same).
 const restClientErrorReason = "RESTClientError"
 
-// newClusterRegistry returns the registry of the clusters HelmReleases
-// install to: the local cluster's entry is the engine's Helm manager, a
-// remote cluster's is a Helm manager of its own, with its own waiter.
-func newClusterRegistry(e *Engine) (*cluster.Registry[*helm.Manager], error) {
+// clusterClients is what the engine keeps for each cluster its units
+// deploy to: the Helm manager of its releases, the waiter of its health
+// checks and the appliers of its Kustomizations, one per identity.
+type clusterClients struct {
+	cfg      *rest.Config
+	cache    *apply.Cache // the watch cache of the local cluster; nil remote
+	helm     func() (*helm.Manager, error)
+	waiter   func() (*health.Waiter, error)
+	appliers *appliers
+}
+
+func (c *clusterClients) applierFor(fieldManager, namespace, serviceAccount string) (*apply.Applier, error) {
+	return c.appliers.applierFor(c.cfg, c.cache, fieldManager, namespace, serviceAccount)
+}
+
+// newClusterRegistry returns the registry of the clusters units deploy
+// to: the local cluster's entry holds the engine's own clients, a remote
+// cluster's holds its own.
+func newClusterRegistry(e *Engine) (*cluster.Registry[*clusterClients], error) {
 	ro := e.opts.RemoteClusters
-	return cluster.NewRegistry(e.mgr.GetAPIReader(), e.mgr.GetClient(), cluster.RegistryOptions[*helm.Manager]{
-		Local: e.helmManager,
-		Build: e.remoteHelmManager,
+	local := &clusterClients{cfg: e.cfg, cache: e.applyCache, helm: e.helmManager, waiter: e.healthWaiter, appliers: &e.appliers}
+	return cluster.NewRegistry(e.mgr.GetAPIReader(), e.mgr.GetClient(), cluster.RegistryOptions[*clusterClients]{
+		Local: func() (*clusterClients, error) { return local, nil },
+		Build: e.remoteClients,
 		Load: cluster.LoadOptions{AllowExec: ro.AllowExec, AllowInsecureTLS: ro.AllowInsecureTLS,
 			UserAgent: "cozy-aio"},
 		IdleAfter: ro.IdleAfter,
 	})
 }
 
-// remoteHelmManager builds the Helm manager of a remote cluster. It has
-// the local manager's holder and fencing (the shard Leases live in the
+// remoteClients builds the clients of a remote cluster. Its Helm manager
+// has the local one's holder and fencing (the shard Leases live in the
 // management cluster), its own waiter, and no watch cache: the release
 // records and objects of a remote cluster are read from its API server.
-func (e *Engine) remoteHelmManager(cfg *rest.Config) (*helm.Manager, error) {
+func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
 	// Waits watch what they wait on; a request timeout would end the
 	// watch, so the waiter's config has none (its dials still time out).
 	wcfg := rest.CopyConfig(cfg)
@@ -48,7 +65,53 @@ func (e *Engine) remoteHelmManager(cfg *rest.Config) (*helm.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return helm.New(cfg, e.helmOptions(waiter, nil))
+	mgr, err := helm.New(cfg, e.helmOptions(waiter, nil))
+	if err != nil {
+		return nil, err
+	}
+	return &clusterClients{cfg: cfg, appliers: &appliers{},
+		helm:   func() (*helm.Manager, error) { return mgr, nil },
+		waiter: func() (*health.Waiter, error) { return waiter, nil },
+	}, nil
+}
+
+// clusterOf returns the clients of the cluster a unit with kubeConfig ref
+// (nil: this cluster) deploys to, or the outcome that says why it has
+// none.
+func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.KubeConfigReference, self nodeRef) (*clusterClients, outcome, bool) {
+	c, err := e.clusters.Get(ctx, namespace, ref)
+	if err == nil {
+		return c.Value, outcome{}, true
+	}
+	err = fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
+	var fe *cluster.FieldError
+	var pe *cluster.UnsupportedProviderError
+	if errors.As(err, &fe) || errors.As(err, &pe) {
+		// No retry makes a refused kubeconfig acceptable; a change to the
+		// Secret or ConfigMap does, and so does a spec change.
+		return nil, stalled(restClientErrorReason, err), false
+	}
+	return nil, failed(restClientErrorReason, err), false
+}
+
+// helmManagerOf returns the Helm manager of the cluster obj installs to,
+// or the outcome that says why it has none.
+func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (*helm.Manager, outcome, bool) {
+	c, out, ok := e.clusterOf(ctx, obj.Namespace, obj.Spec.KubeConfig, self)
+	if !ok {
+		return nil, out, false
+	}
+	mgr, err := c.helm()
+	if err != nil {
+		return nil, failed(meta.ReconciliationFailedReason, err), false
+	}
+	return mgr, outcome{}, true
+}
+
+// kubeConfigGone tells whether err says the kubeConfig Secret or ConfigMap
+// of a unit no longer exists.
+func kubeConfigGone(ref *meta.KubeConfigReference, err error) bool {
+	return ref != nil && apierrors.IsNotFound(err)
 }
 
 // sweepClusters closes the remote clusters no release used for their idle
@@ -64,30 +127,6 @@ func (e *Engine) sweepClusters(ctx context.Context) error {
 			e.clusters.Sweep()
 		}
 	}
-}
-
-// helmManagerOf returns the Helm manager of the cluster obj installs to,
-// or the outcome that says why it has none.
-func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (*helm.Manager, outcome, bool) {
-	c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
-	if err == nil {
-		return c.Value, outcome{}, true
-	}
-	err = fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
-	var fe *cluster.FieldError
-	var pe *cluster.UnsupportedProviderError
-	if errors.As(err, &fe) || errors.As(err, &pe) {
-		// No retry makes a refused kubeconfig acceptable; a change to the
-		// Secret or ConfigMap does, and so does a spec change.
-		return nil, stalled(restClientErrorReason, err), false
-	}
-	return nil, failed(restClientErrorReason, err), false
-}
-
-// kubeConfigGone tells whether err says the kubeConfig Secret or ConfigMap
-// of a release no longer exists.
-func kubeConfigGone(obj *helmv2.HelmRelease, err error) bool {
-	return obj.Spec.KubeConfig != nil && apierrors.IsNotFound(err)
 }
 
 // kubeConfigName names what a spec.kubeConfig points at.

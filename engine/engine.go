@@ -86,9 +86,9 @@ type Engine struct {
 	waits     waits
 	pool      *shard.Pool
 	helm      helmWork
-	// clusters holds the Helm side of every cluster a HelmRelease
-	// installs to: this one, and the remote ones of spec.kubeConfig.
-	clusters *cluster.Registry[*helm.Manager]
+	// clusters holds the clients of every cluster units deploy to: this
+	// one, and the remote ones of spec.kubeConfig.
+	clusters *cluster.Registry[*clusterClients]
 	progress progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer

@@ -29,7 +29,7 @@ var specFields = map[string]specFieldPolicy{
 			"namePrefix", "nameSuffix", "commonMetadata", "buildMetadata", "ignore",
 			// age keys only; documents that only other key types open
 			// stall with UnsupportedField at build time.
-			"decryption.provider", "decryption.secretRef",
+			"decryption.provider", "decryption.secretRef", "kubeConfig",
 		},
 		check: func(spec reflect.Value) error {
 			return kustomizationUnsupported(&kustomizev1.Kustomization{Spec: spec.Interface().(kustomizev1.KustomizationSpec)})

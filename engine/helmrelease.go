@@ -310,7 +310,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 	}
 	if !obj.Spec.Suspend {
 		c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
-		if kubeConfigGone(obj, err) {
+		if kubeConfigGone(obj.Spec.KubeConfig, err) {
 			// As helm-controller: without its kubeconfig the release
 			// cannot be uninstalled; the finalizer goes, and the Event
 			// says what may be left behind.
@@ -322,7 +322,10 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 		if err != nil {
 			return 0, fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
 		}
-		mgr := c.Value
+		mgr, err := c.Value.helm()
+		if err != nil {
+			return 0, err
+		}
 		rel := helm.Release{Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}

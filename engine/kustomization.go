@@ -83,7 +83,11 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if !ok {
 		return out
 	}
-	applier, err := e.applierFor(obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+	target, out, ok := e.clusterOf(ctx, obj.Namespace, obj.Spec.KubeConfig, self)
+	if !ok {
+		return out
+	}
+	applier, err := target.applierFor(e.opts.FieldManager, obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
 	if err != nil {
 		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
@@ -111,7 +115,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 		obj.Status.LastAppliedRevision = art.Revision
 		return succeeded("Applied revision: %s", art.Revision)
 	}
-	if err := e.startWait(key, obj.Spec.HealthCheckExprs, checks, obj.GetTimeout()); err != nil {
+	if err := e.startWait(target, key, obj.Spec.HealthCheckExprs, checks, obj.GetTimeout()); err != nil {
 		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
 	}
 	return waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d objects to become ready", art.Revision, len(checks)), 0)
@@ -142,7 +146,19 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 		return nil
 	}
 	if deletesOnFinalize(obj) && !obj.Spec.Suspend && obj.Status.Inventory != nil {
-		applier, err := e.applierFor(obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+		c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
+		if kubeConfigGone(obj.Spec.KubeConfig, err) {
+			// Without its kubeconfig nothing can be pruned: the finalizer
+			// goes, and the Event says what may be left behind.
+			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.PruneFailedReason, "Finalize",
+				"%s: skipped the garbage collection of %d objects: spec.kubeConfig %s is gone (%v); they may be left in the remote cluster",
+				self, len(obj.Status.Inventory.Entries), kubeConfigName(obj.Spec.KubeConfig), err)
+			return r.removeFinalizer(ctx, obj)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
+		}
+		applier, err := c.Value.applierFor(e.opts.FieldManager, obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
 		if err != nil {
 			return err
 		}
@@ -160,9 +176,13 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.PruneFailedReason, "Finalize", "%s: failed to wait for resources termination: %v", self, err)
 		}
 	}
+	return r.removeFinalizer(ctx, obj)
+}
+
+func (r *kustomizationReconciler) removeFinalizer(ctx context.Context, obj *kustomizev1.Kustomization) error {
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.e.mgr.GetClient().Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil
@@ -203,7 +223,6 @@ func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
 	return unsupported(kustomizev1.KustomizationKind,
 		// Cloud KMS workload identity; the keys of the Secret are age.
 		fieldCheck{"spec.decryption.serviceAccountName", obj.Spec.Decryption != nil && obj.Spec.Decryption.ServiceAccountName != ""},
-		fieldCheck{"spec.kubeConfig", obj.Spec.KubeConfig != nil},
 	)
 }
 

@@ -9,6 +9,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -189,6 +190,56 @@ current-context: x
 	})
 	eventually(t, 30*time.Second, "an Event naming what may be left behind", func() bool {
 		return coreEventMessage(t, ns, "missing-secret", "may be left in the remote cluster") != ""
+	})
+}
+
+// A Kustomization with spec.kubeConfig applies, health-checks and prunes
+// in the remote cluster, and its deletion prunes there too.
+func TestKustomizationAppliesToARemoteCluster(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	tenant, kc := tenantCluster(t)
+	startEngine(t, engine.Options{})
+	repo, _ := gitSource(t, ns, "apps", map[string]string{
+		"deploy/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: remote-apps\n",
+		"deploy/a.yaml":  configMap("a", "remote-apps"),
+		"deploy/b.yaml":  configMap("b", "remote-apps"),
+	})
+	ks := kustomization(ns, "apps", "apps", "./deploy")
+	ks.Spec.Wait = true
+	ks.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "tenant"}}
+	createObjects(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns}, Data: map[string][]byte{"value.yaml": kc}}, ks)
+	waitFor(t, ks, readyIs(ks, true), "Ready=True")
+	for _, name := range []string{"a", "b"} {
+		if err := tenant.Client.Get(ctx, client.ObjectKey{Namespace: "remote-apps", Name: name}, &corev1.ConfigMap{}); err != nil {
+			t.Fatalf("ConfigMap %s in the tenant cluster: %v", name, err)
+		}
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: "remote-apps"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Namespace in the management cluster: %v", err)
+	}
+	if ks.Status.Inventory == nil || len(ks.Status.Inventory.Entries) != 3 {
+		t.Fatalf("inventory %+v", ks.Status.Inventory)
+	}
+
+	// b leaves the source: pruned in the tenant cluster.
+	if _, err := repo.Commit("main", map[string]string{
+		"deploy/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: remote-apps\n",
+		"deploy/a.yaml":  configMap("a", "remote-apps"),
+	}, "drop b"); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns}})
+	eventually(t, 60*time.Second, "b pruned from the tenant cluster", func() bool {
+		return apierrors.IsNotFound(tenant.Client.Get(ctx, client.ObjectKey{Namespace: "remote-apps", Name: "b"}, &corev1.ConfigMap{}))
+	})
+
+	// Deleting the Kustomization prunes its objects in the tenant cluster.
+	if err := cp.Client.Delete(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "a pruned from the tenant cluster on deletion", func() bool {
+		return apierrors.IsNotFound(tenant.Client.Get(ctx, client.ObjectKey{Namespace: "remote-apps", Name: "a"}, &corev1.ConfigMap{}))
 	})
 }
 

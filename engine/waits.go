@@ -95,8 +95,9 @@ func summary(rep health.Report) string {
 	return s
 }
 
-// startWait starts an event-driven wait for refs and returns at once.
-func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, refs []health.ObjectRef, timeout time.Duration) error {
+// startWait starts an event-driven wait for refs in the target cluster
+// and returns at once.
+func (e *Engine) startWait(target *clusterClients, key waitKey, exprs []kustomize.CustomHealthCheck, refs []health.ObjectRef, timeout time.Duration) error {
 	var checker *health.Checker
 	if len(exprs) > 0 {
 		hx := make([]health.Expr, len(exprs))
@@ -108,7 +109,7 @@ func (e *Engine) startWait(key waitKey, exprs []kustomize.CustomHealthCheck, ref
 			return err
 		}
 	}
-	waiter, err := e.healthWaiter()
+	waiter, err := target.waiter()
 	if err != nil {
 		return err
 	}
