@@ -8,6 +8,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
@@ -140,4 +141,62 @@ func kubeConfigName(ref *meta.KubeConfigReference) string {
 		return "ConfigMap/" + ref.ConfigMapRef.Name
 	}
 	return "?"
+}
+
+// clusterCollector exports the remote clusters the engine holds clients
+// for, by the Secret or ConfigMap they come from.
+type clusterCollector struct {
+	clusters                            *cluster.Registry[*clusterClients]
+	open, requests, errors, lastContact *prometheus.Desc
+}
+
+func newClusterCollector(c *cluster.Registry[*clusterClients]) *clusterCollector {
+	return &clusterCollector{clusters: c,
+		open: prometheus.NewDesc("cozy_aio_remote_clusters", "Remote clusters (spec.kubeConfig) the engine holds clients for.", nil, nil),
+		requests: prometheus.NewDesc("cozy_aio_remote_cluster_requests_total",
+			"Requests sent to a remote cluster's API server, by the kubeConfig Secret or ConfigMap.", []string{"cluster", "host"}, nil),
+		errors: prometheus.NewDesc("cozy_aio_remote_cluster_errors_total",
+			"Requests to a remote cluster's API server that got no answer, a 5xx, 401 or 403.", []string{"cluster", "host"}, nil),
+		lastContact: prometheus.NewDesc("cozy_aio_remote_cluster_last_contact_timestamp_seconds",
+			"When a remote cluster's API server last answered (0: never).", []string{"cluster", "host"}, nil),
+	}
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.open, c.requests, c.errors, c.lastContact} {
+		ch <- d
+	}
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	stats := c.clusters.Stats()
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(len(stats)))
+	seen := map[string]bool{}
+	for i := len(stats) - 1; i >= 0; i-- { // the newest entry of a Source
+		s := stats[i]
+		if seen[s.Source] {
+			continue
+		}
+		seen[s.Source] = true
+		var last float64
+		if !s.LastContact.IsZero() {
+			last = float64(s.LastContact.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(s.Requests), s.Source, s.Host)
+		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(s.Errors), s.Source, s.Host)
+		ch <- prometheus.MustNewConstMetric(c.lastContact, prometheus.GaugeValue, last, s.Source, s.Host)
+	}
+}
+
+// registerClusters exports the remote clusters in registry; a later engine
+// in the same process takes the place of an earlier one.
+func registerClusters(registry prometheus.Registerer, c *cluster.Registry[*clusterClients]) error {
+	col := newClusterCollector(c)
+	err := registry.Register(col)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		registry.Unregister(are.ExistingCollector)
+		err = registry.Register(col)
+	}
+	return err
 }

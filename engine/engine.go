@@ -238,6 +238,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		popts.Auto.Hysteresis = -1
 	}
 	e.pool = shard.NewPool(popts)
+	if err := registerClusters(registry, e.clusters); err != nil {
+		return nil, err
+	}
 	if err := registerPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
 		return nil, fmt.Errorf("registering the shard metrics: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,7 +54,8 @@ func TestHelmReleaseInstallsIntoARemoteCluster(t *testing.T) {
 	ns := cp.Namespace(t)
 	tenant, kc := tenantCluster(t)
 	reg := chartRegistry(t, demoChart("1.0.0"), demoChart("1.1.0"))
-	startEngine(t, engine.Options{})
+	metrics := prometheus.NewRegistry()
+	startEngine(t, engine.Options{Registry: metrics})
 	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
 	hr := remoteRelease(ns, "cilium", "tenant-admin-kubeconfig", "super-admin.svc")
 	hr.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}
@@ -83,6 +85,25 @@ func TestHelmReleaseInstallsIntoARemoteCluster(t *testing.T) {
 	}
 	if n := helmRecords(cp.Client); n != 0 {
 		t.Fatalf("%d release records in the management cluster", n)
+	}
+	// The remote cluster's metrics name its Secret.
+	families, err := metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests float64
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if f.GetName() == "cozy_aio_remote_cluster_requests_total" && l.GetName() == "cluster" &&
+					l.GetValue() == "Secret "+ns+"/tenant-admin-kubeconfig" {
+					requests = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if requests == 0 {
+		t.Fatal("no cozy_aio_remote_cluster_requests_total for the tenant cluster's Secret")
 	}
 
 	// Drift in the tenant cluster is corrected there.

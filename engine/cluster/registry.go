@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -70,6 +72,7 @@ type Registry[T any] struct {
 
 type entry[T any] struct {
 	cluster  *Cluster[T]
+	stats    *counters
 	conns    *dialer
 	lastUsed time.Time
 	expires  time.Time // zero: never (a kubeconfig Secret)
@@ -220,12 +223,14 @@ func (r *Registry[T]) build(ctx context.Context, namespace string, src source) (
 	}
 	d := &dialer{d: net.Dialer{Timeout: r.opts.DialTimeout, KeepAlive: 30 * time.Second}, conns: map[net.Conn]struct{}{}}
 	cfg.Dial = d.DialContext
+	stats := &counters{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: stats} })
 	v, err := r.opts.Build(cfg)
 	if err != nil {
 		d.closeAll()
 		return nil, err
 	}
-	return &entry[T]{cluster: &Cluster[T]{Source: src.name, Host: cfg.Host, Value: v}, conns: d, expires: expires}, nil
+	return &entry[T]{cluster: &Cluster[T]{Source: src.name, Host: cfg.Host, Value: v}, stats: stats, conns: d, expires: expires}, nil
 }
 
 // sweepLocked drops the entries idle for IdleAfter.
@@ -246,6 +251,39 @@ func (r *Registry[T]) Sweep() int {
 	defer r.mu.Unlock()
 	r.sweepLocked(r.opts.Now())
 	return len(r.entries)
+}
+
+// Stats describes one remote cluster a Registry holds.
+type Stats struct {
+	// Source and Host are the Cluster's.
+	Source, Host string
+	// Requests counts the requests sent to the cluster's API server, and
+	// Errors those that got no response or a 5xx, 401 or 403.
+	Requests, Errors uint64
+	// LastContact is when the API server last answered; zero if never.
+	LastContact time.Time
+	// LastUsed is when a Get last returned the cluster.
+	LastUsed time.Time
+}
+
+// Stats returns the remote clusters the Registry holds, sorted by Source
+// (an entry being replaced may appear twice, the older one first).
+func (r *Registry[T]) Stats() []Stats {
+	r.mu.Lock()
+	out := make([]Stats, 0, len(r.entries))
+	for _, e := range r.entries {
+		out = append(out, Stats{Source: e.cluster.Source, Host: e.cluster.Host,
+			Requests: e.stats.requests.Load(), Errors: e.stats.errors.Load(),
+			LastContact: e.stats.lastContact(), LastUsed: e.lastUsed})
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Source != out[j].Source {
+			return out[i].Source < out[j].Source
+		}
+		return out[i].LastUsed.Before(out[j].LastUsed)
+	})
+	return out
 }
 
 // Len returns how many remote clusters the Registry holds.
@@ -304,4 +342,36 @@ func (c *trackedConn) Close() error {
 		c.d.mu.Unlock()
 	})
 	return c.Conn.Close()
+}
+
+// counters count a remote cluster's requests.
+type counters struct {
+	requests, errors atomic.Uint64
+	contact          atomic.Int64 // unix nanoseconds of the last answer
+}
+
+func (c *counters) lastContact() time.Time {
+	if n := c.contact.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+type countingTransport struct {
+	next http.RoundTripper
+	c    *counters
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.c.requests.Add(1)
+	resp, err := t.next.RoundTrip(req)
+	switch {
+	case err != nil:
+		t.c.errors.Add(1)
+		return resp, err
+	case resp.StatusCode >= 500, resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
+		t.c.errors.Add(1)
+	}
+	t.c.contact.Store(time.Now().UnixNano())
+	return resp, nil
 }
