@@ -118,6 +118,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDependsOn$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./apply/decrypt/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./engine/cluster/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:
