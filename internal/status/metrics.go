@@ -30,6 +30,17 @@ type Metrics struct {
 	// Running sums the running Helm items over the shards.
 	Runs    int `json:"runs"`
 	Running int `json:"running"`
+	// Remote are the remote clusters the process holds clients for, by
+	// the Secret or ConfigMap they come from.
+	Remote map[string]*RemoteMetrics `json:"remote,omitempty"`
+}
+
+// RemoteMetrics is what /metrics says of one remote cluster.
+type RemoteMetrics struct {
+	Host        string    `json:"host"`
+	Requests    int       `json:"requests"`
+	Errors      int       `json:"errors"`
+	LastContact time.Time `json:"lastContact,omitzero"`
 }
 
 // Owned returns the IDs of the shards this process owns.
@@ -62,6 +73,8 @@ type Shard struct {
 var families = url.Values{"name[]": {
 	"cozy_aio_bootstrap_phase", "cozy_aio_shard_load", "cozy_aio_shard_tenants", "rest_client_requests_total",
 	"cozy_aio_leader", "cozy_aio_shard_owned", "cozy_aio_tenant_runs_succeeded_total", "cozy_aio_shard_items",
+	"cozy_aio_remote_cluster_requests_total", "cozy_aio_remote_cluster_errors_total",
+	"cozy_aio_remote_cluster_last_contact_timestamp_seconds",
 }}.Encode()
 
 // Scrape reads the /metrics of the cozy-aio process at addr (host:port of
@@ -143,6 +156,30 @@ func (m *Metrics) add(name string, labels map[string]string, value float64, shar
 		m.Leader = value == 1
 	case "cozy_aio_tenant_runs_succeeded_total":
 		m.Runs += int(value)
+	case "cozy_aio_remote_cluster_requests_total", "cozy_aio_remote_cluster_errors_total",
+		"cozy_aio_remote_cluster_last_contact_timestamp_seconds":
+		m.addRemote(name, labels, value)
+	}
+}
+
+func (m *Metrics) addRemote(name string, labels map[string]string, value float64) {
+	if m.Remote == nil {
+		m.Remote = map[string]*RemoteMetrics{}
+	}
+	r := m.Remote[labels["cluster"]]
+	if r == nil {
+		r = &RemoteMetrics{Host: labels["host"]}
+		m.Remote[labels["cluster"]] = r
+	}
+	switch name {
+	case "cozy_aio_remote_cluster_requests_total":
+		r.Requests = int(value)
+	case "cozy_aio_remote_cluster_errors_total":
+		r.Errors = int(value)
+	default:
+		if value > 0 {
+			r.LastContact = time.Unix(0, int64(value*1e9))
+		}
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -39,6 +41,9 @@ type Summary struct {
 	NotReadyTotal int    `json:"notReadyTotal"`
 	// Shards are the Helm shards' loads and queue depths.
 	Shards []Shard `json:"shards"`
+	// Clusters are the remote clusters units deploy to (spec.kubeConfig),
+	// sorted by name.
+	Clusters []RemoteCluster `json:"clusters,omitempty"`
 	// MetricsError says why /metrics was not read.
 	MetricsError string `json:"metricsError,omitempty"`
 }
@@ -76,7 +81,57 @@ func Read(ctx context.Context, opts Options) (*Summary, error) {
 	if m.Shards != nil {
 		s.Shards = m.Shards
 	}
+	s.Clusters = remoteClusters(units, m.Remote, time.Now())
 	return s, nil
+}
+
+// RemoteCluster is one remote cluster: its units and what the process's
+// clients saw of it.
+type RemoteCluster struct {
+	// Name is the Secret or ConfigMap of the units' spec.kubeConfig.
+	Name  string `json:"name"`
+	Host  string `json:"host,omitempty"`
+	Ready int    `json:"ready"`
+	Total int    `json:"total"`
+	// Unreachable is set when the process's requests to the cluster fail
+	// and it has not answered for a minute (or ever).
+	Unreachable bool          `json:"unreachable"`
+	Metrics     RemoteMetrics `json:"metrics"`
+}
+
+// unreachableAfter is how long a remote cluster with errors may go without
+// an answer before the summary calls it unreachable.
+const unreachableAfter = time.Minute
+
+func remoteClusters(units []Unit, metrics map[string]*RemoteMetrics, now time.Time) []RemoteCluster {
+	by := map[string]*RemoteCluster{}
+	at := func(name string) *RemoteCluster {
+		if by[name] == nil {
+			by[name] = &RemoteCluster{Name: name}
+		}
+		return by[name]
+	}
+	for _, u := range units {
+		if u.Cluster == "" {
+			continue
+		}
+		c := at(u.Cluster)
+		c.Total++
+		if u.Ready {
+			c.Ready++
+		}
+	}
+	for name, m := range metrics {
+		c := at(name)
+		c.Host, c.Metrics = m.Host, *m
+		c.Unreachable = m.Errors > 0 && (m.LastContact.IsZero() || now.Sub(m.LastContact) > unreachableAfter)
+	}
+	out := make([]RemoteCluster, 0, len(by))
+	for _, c := range by {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // WriteText prints the summary for a terminal.
@@ -97,6 +152,15 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintln(tw, "SHARD\tOWNED\tLOAD\tTENANTS\tQUEUED\tWAITING\tRUNNING")
 		for _, sh := range s.Shards {
 			fmt.Fprintf(tw, "%d\t%t\t%d\t%d\t%d\t%d\t%d\n", sh.ID, sh.Owned, sh.Load, sh.Tenants, sh.Queued, sh.Waiting, sh.Running)
+		}
+		tw.Flush()
+	}
+	if len(s.Clusters) > 0 {
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "REMOTE CLUSTER\tHOST\tREADY\tREACHABLE\tREQUESTS\tERRORS")
+		for _, c := range s.Clusters {
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%t\t%d\t%d\n", c.Name, c.Host, c.Ready, c.Total, !c.Unreachable, c.Metrics.Requests, c.Metrics.Errors)
 		}
 		tw.Flush()
 	}

@@ -8,6 +8,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -28,6 +29,10 @@ type Unit struct {
 	Message string `json:"message,omitempty"`
 	// ReadySince is when Ready last changed.
 	ReadySince time.Time `json:"readySince,omitzero"`
+	// Cluster names the remote cluster a HelmRelease or Kustomization
+	// deploys to (spec.kubeConfig), as the engine's metrics name it:
+	// "Secret ns/name" or "ConfigMap ns/name"; empty for this cluster.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 func (u Unit) String() string { return u.Kind + "/" + u.Namespace + "/" + u.Name }
@@ -78,7 +83,9 @@ func ListUnits(ctx context.Context, c client.Reader, opts ...client.ListOption) 
 		}
 		for _, it := range items {
 			if obj, ok := it.(conditioned); ok {
-				out = append(out, unitOf(kind, obj))
+				u := unitOf(kind, obj)
+				u.Cluster = clusterOf(obj)
+				out = append(out, u)
 			}
 		}
 	}
@@ -150,4 +157,24 @@ func CountUnits(units []Unit) []Count {
 		out = append(out, *by[k])
 	}
 	return out
+}
+
+// clusterOf names the remote cluster of a unit with spec.kubeConfig.
+func clusterOf(obj conditioned) string {
+	var ref *meta.KubeConfigReference
+	switch o := obj.(type) {
+	case *helmv2.HelmRelease:
+		ref = o.Spec.KubeConfig
+	case *kustomizev1.Kustomization:
+		ref = o.Spec.KubeConfig
+	}
+	switch {
+	case ref == nil:
+		return ""
+	case ref.SecretRef != nil:
+		return "Secret " + obj.GetNamespace() + "/" + ref.SecretRef.Name
+	case ref.ConfigMapRef != nil:
+		return "ConfigMap " + obj.GetNamespace() + "/" + ref.ConfigMapRef.Name
+	}
+	return ""
 }
