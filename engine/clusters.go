@@ -191,12 +191,5 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 // registerClusters exports the remote clusters in registry; a later engine
 // in the same process takes the place of an earlier one.
 func registerClusters(registry prometheus.Registerer, c *cluster.Registry[*clusterClients]) error {
-	col := newClusterCollector(c)
-	err := registry.Register(col)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		registry.Unregister(are.ExistingCollector)
-		err = registry.Register(col)
-	}
-	return err
+	return registerReplacing(registry, newClusterCollector(c))
 }

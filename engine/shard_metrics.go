@@ -72,7 +72,12 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 // registerPool exports the pool in registry. A later engine in the same
 // process takes the place of an earlier one.
 func registerPool(registry prometheus.Registerer, p *shard.Pool, owns func(int) bool, leading func() bool) error {
-	c := newPoolCollector(p, owns, leading)
+	return registerReplacing(registry, newPoolCollector(p, owns, leading))
+}
+
+// registerReplacing registers c in registry in place of an equal
+// collector an earlier engine of the process registered.
+func registerReplacing(registry prometheus.Registerer, c prometheus.Collector) error {
 	err := registry.Register(c)
 	var are prometheus.AlreadyRegisteredError
 	if errors.As(err, &are) {
