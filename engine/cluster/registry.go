@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sort"
@@ -233,9 +234,14 @@ func (r *Registry[T]) build(ctx context.Context, namespace string, src source) (
 	return &entry[T]{cluster: &Cluster[T]{Source: src.name, Host: cfg.Host, Value: v}, stats: stats, conns: d, expires: expires}, nil
 }
 
-// sweepLocked drops the entries idle for IdleAfter.
+// sweepLocked drops the entries idle for IdleAfter. An entry with a
+// request in flight (a long Helm action, a wait's watch) is in use.
 func (r *Registry[T]) sweepLocked(now time.Time) {
 	for k, e := range r.entries {
+		if e.stats.inflight.Load() > 0 {
+			e.lastUsed = now
+			continue
+		}
 		if now.Sub(e.lastUsed) >= r.opts.IdleAfter {
 			e.conns.closeAll()
 			delete(r.entries, k)
@@ -348,6 +354,8 @@ func (c *trackedConn) Close() error {
 type counters struct {
 	requests, errors atomic.Uint64
 	contact          atomic.Int64 // unix nanoseconds of the last answer
+	// inflight counts the requests whose response body is still open.
+	inflight atomic.Int64
 }
 
 func (c *counters) lastContact() time.Time {
@@ -364,14 +372,29 @@ type countingTransport struct {
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.c.requests.Add(1)
+	t.c.inflight.Add(1)
 	resp, err := t.next.RoundTrip(req)
 	switch {
 	case err != nil:
+		t.c.inflight.Add(-1)
 		t.c.errors.Add(1)
 		return resp, err
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
 		t.c.errors.Add(1)
 	}
 	t.c.contact.Store(time.Now().UnixNano())
+	resp.Body = &trackedBody{ReadCloser: resp.Body, c: t.c}
 	return resp, nil
+}
+
+// trackedBody ends an in-flight request when its body is closed.
+type trackedBody struct {
+	io.ReadCloser
+	c    *counters
+	once sync.Once
+}
+
+func (b *trackedBody) Close() error {
+	b.once.Do(func() { b.c.inflight.Add(-1) })
+	return b.ReadCloser.Close()
 }

@@ -77,10 +77,29 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 		t.Fatalf("after the rotation: new cluster %v, %d builds, %d held (%v)", c != a, builds, reg.Len(), err)
 	}
 
+	// A cluster with a request in flight (a wait's watch) is in use,
+	// however long no Get asked for it.
+	w, err := c.Value.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	if n := reg.Sweep(); n != 1 {
+		t.Fatalf("%d clusters held with a watch open, want 1 (the watched one)", n)
+	}
+	if _, err := c.Value.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the watched cluster's client after the sweep: %v", err)
+	}
+	w.Stop()
+
 	// Idle for IdleAfter: dropped.
 	now = now.Add(2 * time.Minute)
-	if n := reg.Sweep(); n != 0 {
-		t.Fatalf("%d clusters held after their idle time", n)
+	deadline := time.Now().Add(10 * time.Second)
+	for reg.Sweep() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clusters held after their idle time", reg.Len())
+		}
+		time.Sleep(50 * time.Millisecond) // the stopped watch's body closes asynchronously
 	}
 	if local, err := reg.Get(ctx, ns, nil); err != nil || local.Source != "" {
 		t.Fatalf("the local cluster: %+v %v", local, err)
