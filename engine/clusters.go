@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -76,13 +77,12 @@ func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
 	}, nil
 }
 
-// clusterOf returns the clients of the cluster a unit with kubeConfig ref
-// (nil: this cluster) deploys to, or the outcome that says why it has
-// none.
-func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.KubeConfigReference, self nodeRef) (*clusterClients, outcome, bool) {
+// clusterOf returns the cluster a unit with kubeConfig ref (nil: this
+// cluster) deploys to, or the outcome that says why it has none.
+func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.KubeConfigReference, self nodeRef) (*cluster.Cluster[*clusterClients], outcome, bool) {
 	c, err := e.clusters.Get(ctx, namespace, ref)
 	if err == nil {
-		return c.Value, outcome{}, true
+		return c, outcome{}, true
 	}
 	err = fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
 	var fe *cluster.FieldError
@@ -95,18 +95,39 @@ func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.Kube
 	return nil, failed(restClientErrorReason, err), false
 }
 
-// helmManagerOf returns the Helm manager of the cluster obj installs to,
-// or the outcome that says why it has none.
-func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (*helm.Manager, outcome, bool) {
+// helmManagerOf returns the Helm manager of the cluster obj installs to
+// and that cluster's Source ("" for this cluster), or the outcome that
+// says why it has none.
+func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (*helm.Manager, string, outcome, bool) {
 	c, out, ok := e.clusterOf(ctx, obj.Namespace, obj.Spec.KubeConfig, self)
 	if !ok {
-		return nil, out, false
+		return nil, "", out, false
 	}
-	mgr, err := c.helm()
+	mgr, err := c.Value.helm()
 	if err != nil {
-		return nil, failed(meta.ReconciliationFailedReason, err), false
+		return nil, "", failed(meta.ReconciliationFailedReason, err), false
 	}
-	return mgr, outcome{}, true
+	return mgr, c.Source, outcome{}, true
+}
+
+// remoteError names the kubeConfig Secret or ConfigMap of a remote
+// cluster (source, as cluster.Cluster.Source) in err when err says that
+// the cluster could not be talked to: no answer, a certificate not
+// trusted (both *url.Error), credentials refused (401) or without the
+// rights asked for (403). The fix is in that Secret or in its user's
+// rights, so the message says which. Other errors (a chart's template,
+// an invalid object) and those of this cluster (source "") are returned
+// as they are. Wrapping keeps err's kind: a failure that may pass is
+// still retried.
+func remoteError(source string, err error) error {
+	if err == nil || source == "" {
+		return err
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) || apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		return fmt.Errorf("cluster %s: %w", source, err)
+	}
+	return err
 }
 
 // kubeConfigGone tells whether err says the kubeConfig Secret or ConfigMap

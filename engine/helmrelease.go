@@ -202,7 +202,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if err != nil {
 		return failed("ValuesError", err)
 	}
-	mgr, out, ok := e.helmManagerOf(ctx, obj, self)
+	mgr, remote, out, ok := e.helmManagerOf(ctx, obj, self)
 	if !ok {
 		return out
 	}
@@ -240,6 +240,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		res, err = mgr.Reconcile(ctx, rel, opts, state)
 	}
 	stopProgress()
+	err = remoteError(remote, err)
 	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
 	setTestCondition(obj, res, rel)
@@ -330,7 +331,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
 		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {
-			return 0, fmt.Errorf("%s: uninstalling on deletion: %w", self, err)
+			return 0, fmt.Errorf("%s: uninstalling on deletion: %w", self, remoteError(c.Source, err))
 		}
 	}
 	return 0, e.releaseFinalizer(ctx, obj, self)

@@ -87,7 +87,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if !ok {
 		return out
 	}
-	applier, err := target.applierFor(e.opts.FieldManager, obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+	applier, err := target.Value.applierFor(e.opts.FieldManager, obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
 	if err != nil {
 		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
@@ -99,14 +99,14 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout(),
 		Ignore: ignoreRules(obj.Spec.Ignore)})
 	if err != nil {
-		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, remoteError(target.Source, err)))
 	}
 	next := cs.Inventory()
 	if obj.Spec.Prune && obj.Status.Inventory != nil {
 		stale := cs.Stale(inventoryOf(obj.Status.Inventory))
 		if _, err := applier.Prune(ctx, stale, apply.PruneOptions{Owner: owner}); err != nil {
 			obj.Status.Inventory = toFluxInventory(next)
-			return failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, err))
+			return failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, remoteError(target.Source, err)))
 		}
 	}
 	obj.Status.Inventory = toFluxInventory(next)
@@ -115,7 +115,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 		obj.Status.LastAppliedRevision = art.Revision
 		return succeeded("Applied revision: %s", art.Revision)
 	}
-	if err := e.startWait(target, key, obj.Spec.HealthCheckExprs, checks, obj.GetTimeout()); err != nil {
+	if err := e.startWait(target.Value, key, obj.Spec.HealthCheckExprs, checks, obj.GetTimeout()); err != nil {
 		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
 	}
 	return waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d objects to become ready", art.Revision, len(checks)), 0)
@@ -169,7 +169,7 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 		}
 		if _, err := applier.Prune(ctx, inventoryOf(obj.Status.Inventory).Entries, opts); err != nil {
 			if opts.WaitTimeout == 0 {
-				return fmt.Errorf("%s: pruning on deletion: %w", self, err)
+				return fmt.Errorf("%s: pruning on deletion: %w", self, remoteError(c.Source, err))
 			}
 			// As Flux: a wait that times out is reported, and the
 			// finalizer goes.

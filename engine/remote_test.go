@@ -2,6 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
@@ -160,20 +169,39 @@ current-context: x
 	fileConfig := strings.Replace(execConfig, "{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}}",
 		"{client-certificate: /etc/kubernetes/pki/apiserver.crt, client-key: /etc/kubernetes/pki/apiserver.key}", 1)
 	deadConfig := strings.Replace(execConfig, "{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}}", "{token: abc}", 1)
+	// The tenant's server with a CA that did not sign its certificate, and
+	// with credentials it refuses (401) or lets in with no rights (403).
+	otherCA := editKubeconfig(t, kc, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+		c.CertificateAuthorityData = selfSignedCA(t)
+	})
+	badToken := editKubeconfig(t, kc, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+		*u = clientcmdapi.AuthInfo{Token: "not-a-real-token"}
+	})
+	nobody, err := tenant.Kubeconfig("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
 	createObjects(t, chartSource(ns, "demo", reg.Host(), "1.0.0"),
 		secret("good", string(kc)), secret("exec", execConfig), secret("file", fileConfig),
 		secret("dead", deadConfig), secret("garbage", "{not yaml"),
+		secret("otherca", string(otherCA)), secret("badtoken", string(badToken)), secret("nobody", string(nobody)),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nokey", Namespace: ns}, Data: map[string][]byte{"other": kc}})
+	// retried: the cause may pass (the cluster comes up, its CA or the
+	// user's rights are fixed), so the release is retried, not stalled.
 	cases := []struct {
 		name, secret, key string
 		want              []string
+		retried           bool
 	}{
-		{"missing-secret", "absent", "", []string{"Secret " + ns + "/absent", "not found"}},
-		{"missing-key", "nokey", "", []string{ns + "/nokey", "'value'"}},
-		{"not-yaml", "garbage", "", []string{"Secret " + ns + "/garbage", "kubeconfig"}},
-		{"exec-plugin", "exec", "", []string{"Secret " + ns + "/exec", "users[u].exec"}},
-		{"local-file", "file", "", []string{"Secret " + ns + "/file", "client-certificate"}},
-		{"unreachable", "dead", "", []string{"127.0.0.1:1"}},
+		{"missing-secret", "absent", "", []string{"Secret " + ns + "/absent", "not found"}, true},
+		{"missing-key", "nokey", "", []string{ns + "/nokey", "'value'"}, false},
+		{"not-yaml", "garbage", "", []string{"Secret " + ns + "/garbage", "kubeconfig"}, false},
+		{"exec-plugin", "exec", "", []string{"Secret " + ns + "/exec", "users[u].exec"}, false},
+		{"local-file", "file", "", []string{"Secret " + ns + "/file", "client-certificate"}, false},
+		{"unreachable", "dead", "", []string{"Secret " + ns + "/dead", "127.0.0.1:1"}, true},
+		{"wrong-ca", "otherca", "", []string{"Secret " + ns + "/otherca", "x509"}, true},
+		{"unauthorized", "badtoken", "", []string{"Secret " + ns + "/badtoken", "Unauthorized"}, true},
+		{"forbidden", "nobody", "", []string{"Secret " + ns + "/nobody", "forbidden"}, true},
 	}
 	good := remoteRelease(ns, "good", "good", "")
 	createObjects(t, good)
@@ -191,6 +219,9 @@ current-context: x
 				if !strings.Contains(r.Message, w) {
 					return false
 				}
+			}
+			if c.retried && conditions.IsStalled(hr) {
+				t.Fatalf("%s: stalled, want retried: %s", c.name, r.Message)
 			}
 			return strings.Contains(r.Message, "HelmRelease/"+ns+"/"+c.name)
 		}, "Ready=False naming "+strings.Join(c.want, ", "))
@@ -212,6 +243,47 @@ current-context: x
 	eventually(t, 30*time.Second, "an Event naming what may be left behind", func() bool {
 		return coreEventMessage(t, ns, "missing-secret", "may be left in the remote cluster") != ""
 	})
+}
+
+// editKubeconfig returns kc with edit applied to its current context's
+// cluster and user.
+func editKubeconfig(t *testing.T, kc []byte, edit func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo)) []byte {
+	t.Helper()
+	cfg, err := clientcmd.Load(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := cfg.Contexts[cfg.CurrentContext]
+	edit(cfg.Clusters[cur.Cluster], cfg.AuthInfos[cur.AuthInfo])
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// selfSignedCA returns the PEM certificate of a fresh CA that signed
+// nothing.
+func selfSignedCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "not-the-tenant-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // A Kustomization with spec.kubeConfig applies, health-checks and prunes
