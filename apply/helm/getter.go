@@ -34,8 +34,9 @@ func newRESTGetter(cfg *rest.Config) (*restGetter, error) {
 		cfg:       cfg,
 		discovery: &sharedDiscovery{CachedDiscoveryInterface: cached},
 		// The mapper invalidates the real cache when it is reset (after
-		// CRDs are installed), not the rate-limited view Helm's actions get.
-		mapper: restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		// CRDs are installed, or when a kind is not found), not the
+		// rate-limited view Helm's actions get.
+		mapper: &refreshingMapper{ResettableRESTMapper: restmapper.NewDeferredDiscoveryRESTMapper(cached)},
 	}, nil
 }
 
