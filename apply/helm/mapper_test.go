@@ -25,7 +25,7 @@ func TestReleaseSeesAKindInstalledAfterItsClusterWasDiscovered(t *testing.T) {
 	ns := cp.Namespace(t)
 	m := newManager(t, helm.Options{})
 	b, err := testenv.TarGz(map[string]string{
-		"Chart.yaml": "apiVersion: v2\nname: user\nversion: 0.1.0\n",
+		"Chart.yaml":            "apiVersion: v2\nname: user\nversion: 0.1.0\n",
 		"templates/widget.yaml": "apiVersion: late.cozy-aio.io/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 1\n",
 	}, "user/")
 	if err != nil {
