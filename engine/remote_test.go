@@ -19,6 +19,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -145,6 +146,73 @@ func TestHelmReleaseInstallsIntoARemoteCluster(t *testing.T) {
 	eventually(t, 60*time.Second, "the release uninstalled from the tenant cluster", func() bool {
 		return apierrors.IsNotFound(tenant.Client.Get(ctx, key, &corev1.ConfigMap{})) && helmRecords(tenant.Client) == 0
 	})
+}
+
+// A rotated kubeconfig is used from the next reconcile, without a
+// restart: the release upgrades with the new credentials after the old
+// ones lost their rights.
+func TestRemoteClusterKubeconfigRotation(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	tenant, _ := tenantCluster(t)
+	reg := chartRegistry(t, demoChart("1.0.0"), demoChart("1.1.0"))
+	startEngine(t, engine.Options{})
+	admin := func(user string) (*rbacv1.ClusterRoleBinding, []byte) {
+		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"}}
+		if err := tenant.Client.Create(ctx, crb); err != nil {
+			t.Fatal(err)
+		}
+		kc, err := tenant.Kubeconfig(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return crb, kc
+	}
+	oldCRB, oldKC := admin("admin-old")
+	_, newKC := admin("admin-new")
+
+	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
+	hr := remoteRelease(ns, "cilium", "tenant", "")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+		Data: map[string][]byte{"value": oldKC}}
+	createObjects(t, secret, src, hr)
+	waitFor(t, hr, readyIs(hr, true), "Ready=True with admin-old's kubeconfig")
+
+	// Rotate: the Secret gets admin-new's kubeconfig, and admin-old loses
+	// its rights before the next reconcile.
+	secret.Data["value"] = newKC
+	if err := cp.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := tenant.Client.Delete(ctx, oldCRB); err != nil {
+		t.Fatal(err)
+	}
+	oldCfg, err := clientcmd.RESTConfigFromKubeConfig(oldKC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldClient, err := client.New(oldCfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "admin-old refused by the tenant cluster", func() bool {
+		return apierrors.IsForbidden(oldClient.List(ctx, &corev1.SecretList{}, client.InNamespace("addons")))
+	})
+
+	patch := client.MergeFrom(src.DeepCopy())
+	src.Spec.Reference.Tag = "1.1.0"
+	if err := cp.Client.Patch(ctx, src, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, hr, func() bool {
+		return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
+	}, "upgrade to revision 2 with admin-new's kubeconfig")
+	cm := &corev1.ConfigMap{}
+	if err := tenant.Client.Get(ctx, client.ObjectKey{Namespace: "addons", Name: "cilium-settings"}, cm); err != nil || cm.Data["chart"] != "1.1.0" {
+		t.Fatalf("after the upgrade the tenant ConfigMap says %v (%v)", cm.Data, err)
+	}
 }
 
 // Bad kubeconfigs end Ready=False with a message naming the release, the
