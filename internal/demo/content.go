@@ -153,10 +153,15 @@ data:
 	return files
 }
 
-// chartsArtifact is the OCI artifact of packages: one directory per chart.
-func chartsArtifact() map[string]string {
+// chartsArtifact is the OCI artifact of packages: one directory per chart,
+// with the tenant clusters' addon charts when withAddons.
+func chartsArtifact(withAddons bool) map[string]string {
 	files := map[string]string{"broken/broken.yaml": brokenTemplate}
-	for dir, chart := range map[string]map[string]string{"network": networkChart(), "app": appChart()} {
+	charts := map[string]map[string]string{"network": networkChart(), "app": appChart()}
+	if withAddons {
+		charts["addon"], charts["addon-crds"] = addonChart(), addonCRDsChart()
+	}
+	for dir, chart := range charts {
 		for p, c := range chart {
 			files[dir+"/"+p] = c
 		}
@@ -165,9 +170,14 @@ func chartsArtifact() map[string]string {
 }
 
 // platformRepo is the Git repository of the platform: per-tenant values
-// for the generator and the manifests of the platform Kustomization.
-func platformRepo(tenants []Tenant) map[string]string {
+// for the generator and the manifests of the platform Kustomization, with
+// the addon HelmReleases of that many tenant clusters.
+func platformRepo(tenants []Tenant, clusters int) map[string]string {
 	files := map[string]string{}
+	for i := 1; i <= clusters; i++ {
+		name := clusterName(i)
+		files["platform/"+name+".yaml"] = clusterReleases(name, name+"-admin-kubeconfig")
+	}
 	for i, t := range tenants {
 		size := []string{"small", "medium", "large"}[i%3]
 		files["tenants/"+t.Name+"/values.yaml"] = fmt.Sprintf("tenant: %s\nsize: %s\n", t.Name, size)
@@ -199,7 +209,7 @@ spec:
 // bootstrapObjects is what the node's bootstrap directory holds: the
 // sources with their credentials, the generator of per-tenant packages,
 // the network HelmRelease (network phase) and the platform Kustomization.
-func bootstrapObjects(tenants []Tenant, gitURL, gitUser, gitPass, ociURL string, dockerConfig []byte) string {
+func bootstrapObjects(tenants []Tenant, withAddons bool, gitURL, gitUser, gitPass, ociURL string, dockerConfig []byte) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: v1
 kind: Namespace
@@ -300,6 +310,9 @@ spec:
     - from: "@charts/network/**"
       to: "@artifact/"
 `, SystemNamespace, gitUser, gitPass, string(dockerConfig), ociURL, gitURL, NetworkRelease, PlatformKustomization)
+	if withAddons {
+		b.WriteString(addonsArtifacts)
+	}
 	for _, t := range tenants {
 		fmt.Fprintf(&b, `  - name: %[1]s
     revision: "@charts"

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -33,7 +34,7 @@ func TestTenantsKeepTheTotalWithUnevenSizes(t *testing.T) {
 
 func TestContentParses(t *testing.T) {
 	ts := Tenants(4, 3, true)
-	docs := strings.Split(bootstrapObjects(ts, "http://git/platform", "u", "p", "oci://reg/packages/charts", []byte(`{"auths":{}}`)), "\n---\n")
+	docs := strings.Split(bootstrapObjects(ts, false, "http://git/platform", "u", "p", "oci://reg/packages/charts", []byte(`{"auths":{}}`)), "\n---\n")
 	var kinds []string
 	for _, d := range docs {
 		var o map[string]any
@@ -62,12 +63,70 @@ func TestContentParses(t *testing.T) {
 	if c := gen.Spec.Artifacts[2].Copy; len(c) != 3 || !strings.Contains(c[2].From, "broken") {
 		t.Fatalf("the broken tenant's package: %+v", c)
 	}
-	for path, doc := range platformRepo(ts) {
+	for path, doc := range platformRepo(ts, 0) {
 		for _, d := range strings.Split(doc, "\n---\n") {
 			var o map[string]any
 			if err := yaml.Unmarshal([]byte(d), &o); err != nil {
 				t.Fatalf("%s does not parse: %v", path, err)
 			}
+		}
+	}
+}
+
+// The tenant clusters' addons: each cluster's file decodes strictly as
+// HelmReleases with spec.kubeConfig to that cluster's Secret, whose
+// dependsOn name addons of the same cluster; the generator gains the two
+// addon charts.
+func TestClusterAddonsParse(t *testing.T) {
+	ts := Tenants(2, 1, false)
+	files := platformRepo(ts, 2)
+	names := map[string]bool{}
+	for _, a := range addons {
+		names[a.name] = true
+	}
+	for i := 1; i <= 2; i++ {
+		name := clusterName(i)
+		doc, ok := files["platform/"+name+".yaml"]
+		if !ok {
+			t.Fatalf("no platform file for %s", name)
+		}
+		parts := strings.Split(doc, "---\n")
+		if len(parts) != len(addons) {
+			t.Fatalf("%s: %d documents, want %d", name, len(parts), len(addons))
+		}
+		for _, d := range parts {
+			var hr helmv2.HelmRelease
+			if err := yaml.UnmarshalStrict([]byte(d), &hr); err != nil {
+				t.Fatalf("%s: %v\n%s", name, err, d)
+			}
+			kc := hr.Spec.KubeConfig
+			if hr.Namespace != name || kc == nil || kc.SecretRef == nil || kc.SecretRef.Name != name+"-admin-kubeconfig" || kc.SecretRef.Key != "super-admin.svc" {
+				t.Fatalf("%s/%s: kubeConfig %+v", hr.Namespace, hr.Name, kc)
+			}
+			if hr.Spec.StorageNamespace != "cozy-"+hr.Name || !hr.Spec.Install.CreateNamespace {
+				t.Fatalf("%s/%s: storage namespace %q, createNamespace %v", hr.Namespace, hr.Name, hr.Spec.StorageNamespace, hr.Spec.Install.CreateNamespace)
+			}
+			for _, dep := range hr.Spec.DependsOn {
+				if !names[dep.Name] || dep.Namespace != "" {
+					t.Fatalf("%s/%s depends on %+v", hr.Namespace, hr.Name, dep)
+				}
+			}
+		}
+	}
+	docs := strings.Split(bootstrapObjects(ts, true, "http://git/platform", "u", "p", "oci://reg/packages/charts", []byte(`{"auths":{}}`)), "\n---\n")
+	var gen struct {
+		Spec struct{ Artifacts []struct{ Name string } }
+	}
+	if err := yaml.Unmarshal([]byte(docs[len(docs)-1]), &gen); err != nil {
+		t.Fatal(err)
+	}
+	if len(gen.Spec.Artifacts) != 3+len(ts) || gen.Spec.Artifacts[1].Name != "addon-crds" || gen.Spec.Artifacts[2].Name != "addon" {
+		t.Fatalf("generator outputs %+v", gen.Spec.Artifacts)
+	}
+	charts := chartsArtifact(true)
+	for _, f := range []string{"addon/Chart.yaml", "addon/templates/uses.yaml", "addon-crds/templates/crd.yaml"} {
+		if charts[f] == "" {
+			t.Fatalf("the charts artifact has no %s", f)
 		}
 	}
 }

@@ -89,6 +89,15 @@ type Options struct {
 	// (spec.chart from an HTTP Helm repository with basic auth, one
 	// HelmChart per release, as Flux does).
 	ChartSource string
+	// Clusters is the number of tenant clusters (Cozystack's managed
+	// Kubernetes), demo shape only: each its own kube-apiserver and etcd,
+	// its admin kubeconfig in a Secret, and ten addon HelmReleases with
+	// spec.kubeConfig and a dependsOn chain from CRD charts to their users.
+	// Default: 0, none.
+	Clusters int
+	// ClusterDown says what happens to the last tenant cluster: stopped
+	// midway (the default), down from the start, or kept up.
+	ClusterDown ClusterDown
 }
 
 func (o Options) withDefaults() Options {
@@ -126,6 +135,12 @@ func (o Options) withDefaults() Options {
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
+	if o.Scale || o.Clusters < 0 {
+		o.Clusters = 0
+	}
+	if o.ClusterDown == "" {
+		o.ClusterDown = ClusterDownMidway
+	}
 	if o.Replicas > 1 || o.Scale {
 		// The audit log shows which replica wrote each status, and what
 		// cozy-aio asked by verb and resource.
@@ -139,8 +154,12 @@ type Result struct {
 	Tenants []Tenant
 	// Units are every Flux object at the end.
 	Units []Unit
-	// Failed are the units that did not become Ready.
-	Failed []Unit
+	// Failed are the units that did not become Ready, but for Expected:
+	// the stopped tenant cluster's addons that ended Ready=False as they
+	// should.
+	Failed, Expected []Unit
+	// Clusters report each tenant cluster of Options.Clusters.
+	Clusters []ClusterReport
 	// Shards are the shard loads cozy-aio reported last.
 	Shards []ShardLoad
 	// Started is when Run began; CozyStarted when cozy-aio was started;
@@ -208,6 +227,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
 	if opts.Binary == "" {
 		return nil, errors.New("demo: no cozy-aio binary given")
+	}
+	switch opts.ClusterDown {
+	case ClusterDownMidway, ClusterDownStart, ClusterDownNone:
+	default:
+		return nil, fmt.Errorf("demo: cluster-down %q is not %q, %q or %q", opts.ClusterDown, ClusterDownMidway, ClusterDownStart, ClusterDownNone)
 	}
 	if fi, err := os.Stat(opts.Binary); err != nil || fi.IsDir() {
 		return nil, fmt.Errorf("demo: the cozy-aio binary %s is missing (make build writes bin/cozy-aio)", opts.Binary)
@@ -279,6 +303,8 @@ type harness struct {
 	// mem samples the memory of the scale shape's single process until
 	// every unit has settled (Result.Memory).
 	mem *memorySampler
+	// clusters are the tenant clusters of Options.Clusters.
+	clusters []*tenantCluster
 }
 
 func (h *harness) setup(ctx context.Context) error {
@@ -324,10 +350,10 @@ func (h *harness) setup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, err := repo.Commit("main", platformRepo(h.res.Tenants), "platform: tenants and their releases"); err != nil {
+		if _, err := repo.Commit("main", platformRepo(h.res.Tenants, h.opts.Clusters), "platform: tenants and their releases"); err != nil {
 			return err
 		}
-		if _, err := h.reg.PushArtifact(ctx, "packages/charts", "v1", chartsArtifact(), nil); err != nil {
+		if _, err := h.reg.PushArtifact(ctx, "packages/charts", "v1", chartsArtifact(h.opts.Clusters > 0), nil); err != nil {
 			return err
 		}
 		h.say("starting the simulated cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok; %d nodes without a network", h.opts.Nodes)
@@ -340,11 +366,14 @@ func (h *harness) setup(ctx context.Context) error {
 		}
 		h.c = h.cluster.Client
 		kubeconfig = h.cluster.Kubeconfig
+		if err := h.startClusters(ctx); err != nil {
+			return err
+		}
 		boot := filepath.Join(h.opts.WorkDir, "bootstrap")
 		if err := os.MkdirAll(boot, 0o755); err != nil {
 			return err
 		}
-		objs := bootstrapObjects(h.res.Tenants, repo.URL(), "demo", secret, "oci://"+h.reg.Host()+"/packages/charts", h.reg.DockerConfigJSON())
+		objs := bootstrapObjects(h.res.Tenants, h.opts.Clusters > 0, repo.URL(), "demo", secret, "oci://"+h.reg.Host()+"/packages/charts", h.reg.DockerConfigJSON())
 		if err := os.WriteFile(filepath.Join(boot, "platform.yaml"), []byte(objs), 0o644); err != nil {
 			return err
 		}
@@ -439,7 +468,7 @@ func (h *harness) expectedReleases() int {
 	if !h.opts.Scale {
 		n++ // the network release
 	}
-	return n
+	return n + h.clusterReleases()
 }
 
 // settleCheck is how often watch looks for every unit having settled, so
@@ -501,6 +530,7 @@ func (h *harness) watch(ctx context.Context) error {
 		if h.res.Failover != nil {
 			h.failover(units)
 		}
+		h.clusterStep(ctx, units)
 		settled, before := h.settled(units), !h.res.AllSettled.IsZero()
 		switch {
 		case !settled:
@@ -534,7 +564,11 @@ func (h *harness) settled(units []Unit) bool {
 	}
 	releases := 0
 	for _, u := range units {
-		if !u.Settled {
+		if c := h.stoppedCluster(u); c != nil {
+			if !downAsExpected(u, c) {
+				return false
+			}
+		} else if !u.Settled {
 			return false
 		}
 		if u.Kind == "HelmRelease" {
@@ -613,6 +647,7 @@ func (h *harness) teardown() {
 		wg.Go(func() { r.stop(20 * time.Second) })
 	}
 	wg.Wait()
+	h.stopClusters()
 	if h.cluster != nil {
 		_ = h.cluster.Stop()
 	}
