@@ -20,20 +20,33 @@ var files embed.FS
 
 // All returns the embedded CRDs, sorted by name.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(files, "*.yaml")
+	return load(files, "embedded CRD")
+}
+
+// Load decodes the CRDs of the *.yaml files at the root of fsys, one per
+// file, sorted by file name. Decoding is strict: a field the
+// CustomResourceDefinition type does not have is an error that names the
+// file.
+func Load(fsys fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return load(fsys, "CRD")
+}
+
+// load is Load; what names the files in errors.
+func load(fsys fs.FS, what string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(fsys, "*.yaml")
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(names)
 	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
 	for _, n := range names {
-		b, err := files.ReadFile(n)
+		b, err := fs.ReadFile(fsys, n)
 		if err != nil {
 			return nil, err
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := yaml.UnmarshalStrict(b, crd); err != nil {
-			return nil, fmt.Errorf("embedded CRD %s: %w", n, err)
+			return nil, fmt.Errorf("%s %s: %w", what, n, err)
 		}
 		out = append(out, crd)
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/engine/crds"
@@ -52,23 +50,7 @@ func TestMain(m *testing.M) {
 }
 
 func flux29CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := filepath.Glob("testdata/flux-2.9/*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	var out []*apiextensionsv1.CustomResourceDefinition
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(b, crd); err != nil {
-			return nil, err
-		}
-		out = append(out, crd)
-	}
-	return out, nil
+	return crds.Load(os.DirFS("testdata/flux-2.9"))
 }
 
 // Objects stored under the Flux 2.9 CRDs keep working when cozy-aio
