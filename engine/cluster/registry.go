@@ -30,8 +30,8 @@ const (
 // RegistryOptions configures a Registry. Local and Build are required.
 type RegistryOptions[T any] struct {
 	// Local returns the value of the local cluster, the one of an object
-	// without spec.kubeConfig. It is called on every Get of a nil
-	// reference, so it should return a value it keeps.
+	// without spec.kubeConfig. NewRegistry calls it once, and fails with
+	// its error; every Get of a nil reference returns that one Cluster.
 	Local func() (T, error)
 	// Build makes the value of a remote cluster (its clients, its Helm
 	// configuration) from its sanitised rest.Config. It must not block on
@@ -66,6 +66,7 @@ type Registry[T any] struct {
 	reader client.Reader
 	tokens client.Client
 	opts   RegistryOptions[T]
+	local  *Cluster[T]
 
 	mu      sync.Mutex
 	entries map[string]*entry[T]
@@ -109,19 +110,21 @@ func NewRegistry[T any](reader client.Reader, tokens client.Client, opts Registr
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Registry[T]{reader: reader, tokens: tokens, opts: opts, entries: map[string]*entry[T]{}}, nil
+	local, err := opts.Local()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: the local cluster: %w", err)
+	}
+	return &Registry[T]{reader: reader, tokens: tokens, opts: opts, local: &Cluster[T]{Value: local},
+		entries: map[string]*entry[T]{}}, nil
 }
 
 // Get returns the cluster of an object in namespace whose spec.kubeConfig
-// is ref; a nil ref is the local cluster (Source "", Value from Local).
+// is ref; a nil ref is the local cluster (Source "", Value from Local),
+// the same Cluster every time.
 // Errors name the Secret or ConfigMap and the cause.
 func (r *Registry[T]) Get(ctx context.Context, namespace string, ref *meta.KubeConfigReference) (*Cluster[T], error) {
 	if ref == nil {
-		v, err := r.opts.Local()
-		if err != nil {
-			return nil, err
-		}
-		return &Cluster[T]{Value: v}, nil
+		return r.local, nil
 	}
 	src, err := r.read(ctx, namespace, ref)
 	if err != nil {

@@ -101,7 +101,11 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // the stopped watch's body closes asynchronously
 	}
-	if local, err := reg.Get(ctx, ns, nil); err != nil || local.Source != "" {
+	local, err := reg.Get(ctx, ns, nil)
+	if err != nil || local.Source != "" {
 		t.Fatalf("the local cluster: %+v %v", local, err)
+	}
+	if again, _ := reg.Get(ctx, ns, nil); again != local {
+		t.Fatal("two Gets of the local cluster gave two Clusters")
 	}
 }
