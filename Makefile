@@ -79,7 +79,9 @@ image:
 		$(if $(IMAGE_INSECURE),-insecure)
 
 ## demo: the main job on a simulated fresh cluster (DEMO_TENANTS, DEMO_RELEASES, DEMO_BREAK=1,
-## DEMO_REPLICAS=N: N cozy-aio replicas as on N control-plane nodes, the leader killed mid-install).
+## DEMO_REPLICAS=N: N cozy-aio replicas as on N control-plane nodes, the leader killed mid-install;
+## DEMO_CLUSTERS=N: N tenant clusters with ten addon HelmReleases each through spec.kubeConfig, the
+## last one stopped midway, DEMO_CLUSTER_DOWN=start|none).
 DEMO_REPLICAS ?= 1
 demo: testbin-cluster build
 	@echo "building the demo harness..."

@@ -20,7 +20,11 @@
 // DEMO_ENGINE_DEFAULTS=1 (cozy-aio without --shards and --shard-workers),
 // DEMO_COMPARE_DEFAULTS=1 (two runs in a row: cozy-aio's defaults, then
 // --shards 4 --shard-workers 4) and DEMO_CURVE (sizes in releases, such as
-// 1000,3000,10000: one run each, and the chart DEMO_CURVE_SVG).
+// 1000,3000,10000: one run each, and the chart DEMO_CURVE_SVG),
+// DEMO_COMPARE_REMOTE=1 (four runs: local, remote, remote, local; remote
+// puts each tenant's releases on a tenant cluster of its own) and
+// DEMO_COMPARE_DOWN=1 (four runs with a tenant cluster per tenant: all up,
+// the last one down, again, all up).
 package main
 
 import (
@@ -53,7 +57,7 @@ func main() {
 	flag.IntVar(&o.Replicas, "replicas", envInt("DEMO_REPLICAS", 1), "cozy-aio replicas, as on that many control-plane nodes; with more than one the leader is killed once a third of the tenant releases are Ready (DEMO_REPLICAS)")
 	flag.IntVar(&o.Nodes, "nodes", 3, "simulated nodes")
 	flag.IntVar(&o.Clusters, "clusters", envInt("DEMO_CLUSTERS", 0), "tenant clusters, each its own API server with ten addon HelmReleases deployed through spec.kubeConfig (DEMO_CLUSTERS)")
-	down := flag.String("cluster-down", envString("DEMO_CLUSTER_DOWN", string(demo.ClusterDownMidway)), `with tenant clusters: "midway" stops the last one's API server once its first addon is Ready, "start" before cozy-aio starts, "none" keeps all up (DEMO_CLUSTER_DOWN)`)
+	down := flag.String("cluster-down", os.Getenv("DEMO_CLUSTER_DOWN"), `with tenant clusters: "midway" (the demo shape's default) stops the last one's API server once its first release is Ready, "start" before cozy-aio starts, "none" (the scale shape's default) keeps all up (DEMO_CLUSTER_DOWN)`)
 	flag.BoolVar(&o.Audit, "audit", false, "write the API server's audit log to the logs directory")
 	flag.IntVar(&o.Shards, "shards", 4, "Helm shards")
 	flag.IntVar(&o.ShardWorkers, "shard-workers", 4, "Helm workers per shard")
@@ -64,6 +68,8 @@ func main() {
 	flag.DurationVar(&o.Profile, "profile", envDuration("DEMO_PROFILE"), "scale shape: a CPU profile of cozy-aio of this length from its start, in logs/cozy-aio.cpu.pprof (DEMO_PROFILE)")
 	flag.BoolVar(&o.EngineDefaults, "engine-defaults", os.Getenv("DEMO_ENGINE_DEFAULTS") == "1", "run cozy-aio without --shards and --shard-workers (DEMO_ENGINE_DEFAULTS=1)")
 	compare := flag.Bool("compare-defaults", os.Getenv("DEMO_COMPARE_DEFAULTS") == "1", "two runs: cozy-aio's defaults, then -shards and -shard-workers (DEMO_COMPARE_DEFAULTS=1)")
+	compareRemoteRuns := flag.Bool("compare-remote", os.Getenv("DEMO_COMPARE_REMOTE") == "1", "scale shape: four runs, local, remote, remote, local: each tenant's releases in the management cluster, or on a tenant cluster of its own (DEMO_COMPARE_REMOTE=1)")
+	compareDown := flag.Bool("compare-down", os.Getenv("DEMO_COMPARE_DOWN") == "1", "scale shape: four runs with a tenant cluster per tenant, all up, one down, one down, all up (DEMO_COMPARE_DOWN=1)")
 	curve := flag.String("curve", os.Getenv("DEMO_CURVE"), "scale shape: sizes in releases, comma-separated; one run each (DEMO_CURVE)")
 	svg := flag.String("curve-svg", envString("DEMO_CURVE_SVG", "docs/benchmarks/scale-curve.svg"), "where -curve writes its chart (DEMO_CURVE_SVG)")
 	flag.Parse()
@@ -81,6 +87,10 @@ func main() {
 		err = runCurve(ctx, o, *curve, *svg)
 	case *compare:
 		err = compareDefaults(ctx, o)
+	case *compareRemoteRuns:
+		err = compareRemote(ctx, o)
+	case *compareDown:
+		err = compareClusterDown(ctx, o)
 	default:
 		var res *demo.Result
 		res, err = demo.Run(ctx, o)

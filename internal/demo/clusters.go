@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/internal/status"
 	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
@@ -87,16 +88,23 @@ type ClusterReport struct {
 	// Records are the Helm release records in the tenant cluster at the
 	// end (up clusters only), and Pending those pending-*.
 	Records, Pending int
+	// Requests are the requests cozy-aio sent to the cluster's API server
+	// until every unit settled (cozy_aio_remote_cluster_requests_total).
+	Requests int
 }
 
 // tenantCluster is a running (or stopped) tenant cluster.
 type tenantCluster struct {
-	name string
-	cp   *testenv.ControlPlane
+	// name is the cluster's; namespace holds its kubeconfig Secret and the
+	// HelmReleases deploying to it in the management cluster (the demo
+	// shape: the name; the scale shape: a tenant's namespace).
+	name, namespace string
+	cp              *testenv.ControlPlane
 	// down is set for the cluster Options.ClusterDown stops.
-	down     bool
-	stopped  time.Time
-	requests bool
+	down    bool
+	stopped time.Time
+	// requests are cozy-aio's requests to it when every unit settled.
+	requests int
 }
 
 func (c *tenantCluster) secretName() string { return c.name + "-admin-kubeconfig" }
@@ -237,9 +245,10 @@ spec:
 
 // startClusters starts Options.Clusters tenant control planes, two at a
 // time, and puts each one's admin kubeconfig in a Secret of the namespace
-// of its addons in the management cluster. With ClusterDownStart the last
-// one is stopped at once.
-func (h *harness) startClusters(ctx context.Context) error {
+// of its HelmReleases in the management cluster: namespaces[i] for the
+// i-th (the demo shape: the cluster's name). With ClusterDownStart the
+// last one is stopped at once.
+func (h *harness) startClusters(ctx context.Context, namespaces []string) error {
 	n := h.opts.Clusters
 	if n == 0 {
 		return nil
@@ -249,7 +258,10 @@ func (h *harness) startClusters(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(2)
 	for i := range n {
-		c := &tenantCluster{name: clusterName(i + 1), down: i == n-1 && h.opts.ClusterDown != ClusterDownNone}
+		c := &tenantCluster{name: clusterName(i + 1), namespace: clusterName(i + 1), down: i == n-1 && h.opts.ClusterDown != ClusterDownNone}
+		if i < len(namespaces) {
+			c.namespace = namespaces[i]
+		}
 		h.clusters[i] = c
 		g.Go(func() error {
 			logs := filepath.Join(h.logs, c.name)
@@ -265,13 +277,22 @@ func (h *harness) startClusters(ctx context.Context) error {
 				return err
 			}
 			for _, o := range []client.Object{
-				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.name}},
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}},
 				&corev1.Secret{
-					ObjectMeta: metav1.ObjectMeta{Name: c.secretName(), Namespace: c.name},
+					ObjectMeta: metav1.ObjectMeta{Name: c.secretName(), Namespace: c.namespace},
 					Data:       map[string][]byte{"super-admin.svc": kc},
 				},
 			} {
-				if err := h.c.Create(gctx, o); err != nil {
+				if err := h.c.Create(gctx, o); client.IgnoreAlreadyExists(err) != nil {
+					return fmt.Errorf("tenant cluster %s: %w", c.name, err)
+				}
+			}
+			if c.namespace != c.name {
+				// The scale shape's releases install into their own
+				// namespace, which exists in the tenant cluster as it does
+				// in the management cluster for the local ones.
+				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}
+				if err := c.cp.Client.Create(gctx, ns); err != nil {
 					return fmt.Errorf("tenant cluster %s: %w", c.name, err)
 				}
 			}
@@ -296,17 +317,17 @@ func (h *harness) stopCluster(ctx context.Context, c *tenantCluster, units []Uni
 	c.stopped = time.Now()
 	var ready []string
 	for _, u := range units {
-		if u.Kind == "HelmRelease" && u.Namespace == c.name && u.Ready {
+		if u.Kind == "HelmRelease" && u.Namespace == c.namespace && u.Ready {
 			ready = append(ready, u.Name)
 		}
 	}
-	h.say("tenant cluster %s stopped (its API server and etcd); asking for a reconcile of its %d Ready addons", c.name, len(ready))
+	h.say("tenant cluster %s stopped (its API server and etcd); asking for a reconcile of its %d Ready HelmReleases", c.name, len(ready))
 	at := time.Now().Format(time.RFC3339Nano)
 	for _, name := range ready {
-		obj := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: c.name, Name: name}}
+		obj := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name}}
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, at)
 		if err := h.c.Patch(ctx, obj, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-			h.say("requesting a reconcile of %s/%s: %v", c.name, name, err)
+			h.say("requesting a reconcile of %s/%s: %v", c.namespace, name, err)
 		}
 	}
 }
@@ -322,7 +343,7 @@ func (h *harness) clusterStep(ctx context.Context, units []Unit) {
 		return
 	}
 	for _, u := range units {
-		if u.Kind == "HelmRelease" && u.Namespace == c.name && u.Ready {
+		if u.Kind == "HelmRelease" && u.Namespace == c.namespace && u.Ready {
 			h.stopCluster(ctx, c, units)
 			return
 		}
@@ -333,7 +354,7 @@ func (h *harness) clusterStep(ctx context.Context, units []Unit) {
 // nil.
 func (h *harness) stoppedCluster(u Unit) *tenantCluster {
 	for _, c := range h.clusters {
-		if !c.stopped.IsZero() && u.Kind == "HelmRelease" && u.Namespace == c.name {
+		if !c.stopped.IsZero() && u.Kind == "HelmRelease" && u.Namespace == c.namespace {
 			return c
 		}
 	}
@@ -351,12 +372,18 @@ func downAsExpected(u Unit, c *tenantCluster) bool {
 	case u.Reason == "DependencyNotReady":
 		return true
 	default:
-		return strings.Contains(u.Message, c.name+"/"+c.secretName())
+		return strings.Contains(u.Message, c.namespace+"/"+c.secretName())
 	}
 }
 
-// clusterReleases is the number of addon HelmReleases of the run.
-func (h *harness) clusterReleases() int { return len(h.clusters) * len(addons) }
+// clusterReleases is the number of addon HelmReleases of the run (the
+// demo shape; the scale shape's remote releases are tenants' releases).
+func (h *harness) clusterReleases() int {
+	if h.opts.Scale {
+		return 0
+	}
+	return len(h.clusters) * len(addons)
+}
 
 // verifyClusters reports each tenant cluster and checks that every addon
 // of an up cluster is installed there once, with its record in its
@@ -370,13 +397,15 @@ func (h *harness) verifyClusters(ctx context.Context) {
 	var bad, down []string
 	upReleases := 0
 	for _, c := range h.clusters {
-		rep := ClusterReport{Name: c.name, Secret: "Secret " + c.name + "/" + c.secretName(), Stopped: c.stopped}
+		rep := ClusterReport{Name: c.name, Secret: "Secret " + c.namespace + "/" + c.secretName(), Stopped: c.stopped, Requests: c.requests}
 		var last time.Time
+		var want []string
 		for _, u := range h.res.Units {
-			if u.Kind != "HelmRelease" || u.Namespace != c.name {
+			if u.Kind != "HelmRelease" || u.Namespace != c.namespace {
 				continue
 			}
 			rep.Releases++
+			want = append(want, h.storedAs(u))
 			if u.Cluster != rep.Secret {
 				bad = append(bad, fmt.Sprintf("%s reports cluster %q, want %q", u, u.Cluster, rep.Secret))
 			}
@@ -395,46 +424,50 @@ func (h *harness) verifyClusters(ctx context.Context) {
 		}
 		if c.stopped.IsZero() {
 			upReleases += rep.Releases
-			if rep.Ready != len(addons) {
-				bad = append(bad, fmt.Sprintf("%s: %d of %d addons Ready", c.name, rep.Ready, len(addons)))
+			if rep.Ready != rep.Releases || rep.Releases == 0 {
+				bad = append(bad, fmt.Sprintf("%s: %d of %d HelmReleases Ready", c.name, rep.Ready, rep.Releases))
 			}
 			var secrets corev1.SecretList
 			if err := c.cp.Client.List(ctx, &secrets, client.MatchingLabels{"owner": "helm"}); err != nil {
 				bad = append(bad, fmt.Sprintf("%s: listing its release records: %v", c.name, err))
 			} else {
 				records := recordsOf(secrets.Items)
-				var want []string
-				for _, a := range addons {
-					want = append(want, "cozy-"+a.name+"/"+a.name)
-				}
 				once, pending := checkRecords(records, want)
 				rep.Records, rep.Pending = len(records), len(pending)
 				bad = append(bad, prefixAll(c.name+": ", append(once, pending...))...)
 			}
 		} else if rep.Ready > 0 {
-			down = append(down, fmt.Sprintf("%s: %d addons still Ready after its API server stopped", c.name, rep.Ready))
+			down = append(down, fmt.Sprintf("%s: %d HelmReleases still Ready after its API server stopped", c.name, rep.Ready))
 		}
 		h.res.Clusters = append(h.res.Clusters, rep)
 	}
-	// Nothing of the addons in the management cluster.
+	// Nothing of the remote releases in the management cluster.
+	remote := map[string]bool{}
+	for _, c := range h.clusters {
+		for _, u := range h.res.Units {
+			if u.Kind == "HelmRelease" && u.Namespace == c.namespace {
+				remote[h.storedAs(u)] = true
+			}
+		}
+	}
 	var secrets corev1.SecretList
 	if err := h.c.List(ctx, &secrets, client.MatchingLabels{"owner": "helm"}); err == nil {
-		for _, s := range secrets.Items {
-			if strings.HasPrefix(s.Namespace, "cozy-") && s.Namespace != SystemNamespace {
-				bad = append(bad, "a release record in the management cluster: "+s.Namespace+"/"+s.Name)
+		for _, r := range recordsOf(secrets.Items) {
+			if remote[r.Namespace+"/"+r.Name] {
+				bad = append(bad, "a release record in the management cluster: "+r.String())
 			}
 		}
 	}
 	h.check("tenant clusters", len(bad) == 0,
-		"%d addon HelmReleases on %d up tenant clusters: each Ready, installed once in its cluster (record v1 deployed in its storage namespace, nothing pending), nothing in the management cluster%s",
+		"%d HelmReleases on %d up tenant clusters: each Ready, installed once in its cluster (record v1 deployed in its storage namespace, nothing pending), nothing in the management cluster%s",
 		upReleases, h.upClusters(), joinBad(bad))
 	for _, c := range h.clusters {
 		if c.stopped.IsZero() {
 			continue
 		}
 		h.check("stopped cluster", len(down) == 0,
-			"tenant cluster %s stopped %.1fs after the start: each of its %d addons Ready=False naming Secret %s/%s (or waiting on one that does)%s",
-			c.name, c.stopped.Sub(h.res.Started).Seconds(), len(addons), c.name, c.secretName(), joinBad(down))
+			"tenant cluster %s stopped %.1fs after the start: each of its HelmReleases Ready=False naming Secret %s/%s (or waiting on one that does)%s",
+			c.name, c.stopped.Sub(h.res.Started).Seconds(), c.namespace, c.secretName(), joinBad(down))
 	}
 }
 
@@ -464,7 +497,7 @@ func (h *harness) clusterSummary() {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT CLUSTER\tADDONS READY\tALL READY (FROM COZY-AIO'S START)\tRELEASE RECORDS THERE\tSTATE")
+	fmt.Fprintln(tw, "TENANT CLUSTER\tRELEASES READY\tALL READY (FROM COZY-AIO'S START)\tRELEASE RECORDS THERE\tREQUESTS TO IT\tSTATE")
 	clusters := append([]ClusterReport(nil), r.Clusters...)
 	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
 	for _, c := range clusters {
@@ -477,7 +510,7 @@ func (h *harness) clusterSummary() {
 		} else {
 			records = fmt.Sprintf("%d (%d pending)", c.Records, c.Pending)
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\n", c.Name, c.Ready, c.Releases, ready, records, state)
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\t%s\n", c.Name, c.Ready, c.Releases, ready, records, c.Requests, state)
 	}
 	tw.Flush()
 }
@@ -489,4 +522,27 @@ func (h *harness) stopClusters() {
 			_ = c.cp.Stop()
 		}
 	}
+}
+
+// storedAs is where a HelmRelease's Helm records are, as
+// "storage-namespace/release-name": the demo's addons name both; the scale
+// shape's releases take Flux's defaults (their own namespace and name).
+func (h *harness) storedAs(u Unit) string {
+	if h.opts.Scale {
+		return u.Namespace + "/" + u.Name
+	}
+	return "cozy-" + u.Name + "/" + u.Name
+}
+
+// remoteRequests records each tenant cluster's requests from cozy-aio's
+// metrics, and returns their sum.
+func (h *harness) remoteRequests(remote map[string]*status.RemoteMetrics) int {
+	total := 0
+	for _, c := range h.clusters {
+		if r := remote["Secret "+c.namespace+"/"+c.secretName()]; r != nil {
+			c.requests = r.Requests
+			total += r.Requests
+		}
+	}
+	return total
 }

@@ -90,13 +90,15 @@ type Options struct {
 	// HelmChart per release, as Flux does).
 	ChartSource string
 	// Clusters is the number of tenant clusters (Cozystack's managed
-	// Kubernetes), demo shape only: each its own kube-apiserver and etcd,
-	// its admin kubeconfig in a Secret, and ten addon HelmReleases with
-	// spec.kubeConfig and a dependsOn chain from CRD charts to their users.
-	// Default: 0, none.
+	// Kubernetes): each its own kube-apiserver and etcd, its admin
+	// kubeconfig in a Secret. In the demo shape each gets ten addon
+	// HelmReleases with spec.kubeConfig and a dependsOn chain from CRD
+	// charts to their users; in the scale shape the i-th tenant's releases
+	// deploy to the i-th cluster (the others stay local). Default: 0.
 	Clusters int
 	// ClusterDown says what happens to the last tenant cluster: stopped
-	// midway (the default), down from the start, or kept up.
+	// midway (the demo shape's default), down from the start, or kept up
+	// (the scale shape's default).
 	ClusterDown ClusterDown
 }
 
@@ -135,10 +137,19 @@ func (o Options) withDefaults() Options {
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
-	if o.Scale || o.Clusters < 0 {
+	if o.Clusters < 0 {
 		o.Clusters = 0
 	}
-	if o.ClusterDown == "" {
+	if o.Scale {
+		// One tenant cluster per tenant at most: tenant i's releases
+		// deploy to the i-th.
+		o.Clusters = min(o.Clusters, o.Tenants)
+	}
+	switch {
+	case o.ClusterDown != "":
+	case o.Scale:
+		o.ClusterDown = ClusterDownNone
+	default:
 		o.ClusterDown = ClusterDownMidway
 	}
 	if o.Replicas > 1 || o.Scale {
@@ -180,6 +191,9 @@ type Result struct {
 	// Requests are cozy-aio's API requests by HTTP method at that moment
 	// (summed over the replicas, as each last reported them).
 	Requests map[string]int
+	// RemoteRequests are cozy-aio's requests to the tenant clusters' API
+	// servers at that moment (cozy_aio_remote_cluster_requests_total).
+	RemoteRequests int
 	// Breakdown is cozy-aio's API requests by verb and resource from the
 	// API server's audit log, counted at the same moment as Requests (the
 	// audit log is always written in the scale shape).
@@ -342,6 +356,13 @@ func (h *harness) setup(ctx context.Context) error {
 		if err := h.seedScale(ctx); err != nil {
 			return err
 		}
+		var namespaces []string
+		for _, t := range h.res.Tenants[:min(h.opts.Clusters, len(h.res.Tenants))] {
+			namespaces = append(namespaces, t.Name)
+		}
+		if err := h.startClusters(ctx, namespaces); err != nil {
+			return err
+		}
 	} else {
 		if h.git, err = testenv.StartGitServer(testenv.GitOptions{Username: "demo", Password: secret}); err != nil {
 			return err
@@ -366,7 +387,7 @@ func (h *harness) setup(ctx context.Context) error {
 		}
 		h.c = h.cluster.Client
 		kubeconfig = h.cluster.Kubeconfig
-		if err := h.startClusters(ctx); err != nil {
+		if err := h.startClusters(ctx, nil); err != nil {
 			return err
 		}
 		boot := filepath.Join(h.opts.WorkDir, "bootstrap")
@@ -622,6 +643,8 @@ type scraped struct {
 	leader        bool
 	owned         []int
 	runs, running int
+	// remote are the remote clusters' metrics, by their Secret.
+	remote map[string]*status.RemoteMetrics
 }
 
 // scrapeMetrics reads the /metrics of the cozy-aio process at addr once.
@@ -631,7 +654,7 @@ func scrapeMetrics(addr string) scraped {
 		return scraped{}
 	}
 	return scraped{up: m.Up, phase: m.Phase, shards: m.Shards, requests: m.Requests,
-		leader: m.Leader, owned: m.Owned(), runs: m.Runs, running: m.Running}
+		leader: m.Leader, owned: m.Owned(), runs: m.Runs, running: m.Running, remote: m.Remote}
 }
 
 func (h *harness) teardown() {

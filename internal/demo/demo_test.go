@@ -107,6 +107,65 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("two replicas with the leader killed", func(t *testing.T) { testReplicas(t, bin) })
+	t.Run("two tenant clusters, one stopped", func(t *testing.T) { testClusters(t, bin) })
+}
+
+// `DEMO_CLUSTERS=2 make demo` made smaller: two tenant clusters with ten
+// addon HelmReleases each through spec.kubeConfig; the second one's API
+// server is stopped once its first addon is Ready.
+func testClusters(t *testing.T, bin string) {
+	var out bytes.Buffer
+	work := t.TempDir()
+	res, err := demo.Run(context.Background(), demo.Options{
+		Tenants: 2, Releases: 1, Clusters: 2, Binary: bin, WorkDir: work, Out: &out, Timeout: 5 * time.Minute,
+		Every: 500 * time.Millisecond,
+	})
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("demo failed: %v", err)
+	}
+	checks := map[string]bool{}
+	for _, c := range res.Checks {
+		checks[c.Name] = c.OK
+	}
+	for _, name := range []string{"tenant clusters", "stopped cluster", "phase order", "deployments available"} {
+		if !checks[name] {
+			t.Errorf("check %q missing or failed: %+v", name, res.Checks)
+		}
+	}
+	if len(res.Clusters) != 2 {
+		t.Fatalf("cluster reports %+v", res.Clusters)
+	}
+	up, down := res.Clusters[0], res.Clusters[1]
+	if up.Ready != 10 || up.Records != 10 || up.Pending != 0 || up.ReadyAt.IsZero() || !up.Stopped.IsZero() {
+		t.Errorf("the up cluster: %+v", up)
+	}
+	if down.Stopped.IsZero() || down.Ready != 0 || len(res.Expected) != 10 {
+		t.Errorf("the stopped cluster: %+v, %d units Ready=False as expected", down, len(res.Expected))
+	}
+	for _, u := range res.Expected {
+		if u.Namespace != "k8s-02" || u.Ready {
+			t.Errorf("expected failure %s: %s", u, u.Message)
+		}
+	}
+	named := 0
+	for _, u := range res.Expected {
+		if strings.Contains(u.Message, "Secret k8s-02/k8s-02-admin-kubeconfig") {
+			named++
+		}
+	}
+	if named == 0 {
+		t.Errorf("no addon of the stopped cluster names its Secret: %+v", res.Expected)
+	}
+	for _, u := range res.Units {
+		if u.Namespace != "k8s-02" && !u.Ready {
+			t.Errorf("%s is not Ready: %s", u, u.Message)
+		}
+	}
+	if !strings.Contains(out.String(), "TENANT CLUSTER") || !strings.Contains(out.String(), "k8s-02 stopped") {
+		t.Fatalf("progress or summary shows no tenant clusters:\n%s", out.String())
+	}
+	noProcessLeft(t, work)
 }
 
 // TestEndToEnd's replicas subtest lives beside it: the same scenario with

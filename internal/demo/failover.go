@@ -183,7 +183,9 @@ func (h *harness) usage() {
 	if len(h.reps) == 1 {
 		r := h.reps[0]
 		h.res.PeakRSS, h.res.CPU = procUsage(r.cmd.Process.Pid)
-		h.res.Requests = r.scrape().requests
+		m := r.scrape()
+		h.res.Requests = m.requests
+		h.res.RemoteRequests = h.remoteRequests(m.remote)
 		if h.mem != nil {
 			m := h.mem.finish()
 			h.res.Memory, h.mem = &m, nil

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cozystack/cozy-aio/internal/demo"
+)
+
+// variant is one run of a comparison: its name and how it changes the
+// options.
+type variant struct {
+	name  string
+	apply func(*demo.Options)
+}
+
+// compareRemote runs the scale shape four times, local, remote, remote,
+// local: the same tenants' releases of the same chart, in the management
+// cluster, then each tenant's deployed through spec.kubeConfig to a
+// tenant cluster of its own (DEMO_COMPARE_REMOTE=1).
+func compareRemote(ctx context.Context, o demo.Options) error {
+	local := variant{"local", func(o *demo.Options) { o.Clusters = 0 }}
+	remote := variant{fmt.Sprintf("remote (%d tenant clusters)", o.Tenants), func(o *demo.Options) {
+		o.Clusters, o.ClusterDown = o.Tenants, demo.ClusterDownNone
+	}}
+	return compareRuns(ctx, o, "local against remote releases, one after the other in both orders",
+		[]variant{local, remote, remote, local})
+}
+
+// compareClusterDown runs the scale shape with every tenant's releases on
+// a tenant cluster of its own four times: all up, the last one down from
+// the start, again, all up (DEMO_COMPARE_DOWN=1). The figure to compare is
+// the time until every release of the clusters that are up is Ready.
+func compareClusterDown(ctx context.Context, o demo.Options) error {
+	up := variant{fmt.Sprintf("%d tenant clusters up", o.Tenants), func(o *demo.Options) {
+		o.Clusters, o.ClusterDown = o.Tenants, demo.ClusterDownNone
+	}}
+	down := variant{fmt.Sprintf("%d up, 1 down from the start", o.Tenants-1), func(o *demo.Options) {
+		o.Clusters, o.ClusterDown = o.Tenants, demo.ClusterDownStart
+	}}
+	return compareRuns(ctx, o, "one tenant cluster down against all up, one after the other in both orders",
+		[]variant{up, down, down, up})
+}
+
+func compareRuns(ctx context.Context, o demo.Options, title string, variants []variant) error {
+	o.Scale = true
+	type row struct {
+		name string
+		res  *demo.Result
+	}
+	var rows []row
+	var errs []error
+	for i, v := range variants {
+		run := o
+		run.WorkDir = ""
+		v.apply(&run)
+		name := fmt.Sprintf("%d. %s", i+1, v.name)
+		fmt.Printf("\n==== %s ====\n", name)
+		res, err := demo.Run(ctx, run)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		rows = append(rows, row{name, res})
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	releases := o.Tenants * o.Releases
+	fmt.Printf("\n== %s: %d tenants × %d releases ==\n", title, o.Tenants, o.Releases)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tUP RELEASES READY\tALL SETTLED\tPEAK RSS\tCPU\tMGMT REQUESTS PER RELEASE\tTENANT REQUESTS PER REMOTE RELEASE\tMACHINE SPEED")
+	for _, r := range rows {
+		if r.res == nil || r.res.AllSettled.IsZero() {
+			fmt.Fprintf(tw, "%s\tdid not settle\t\t\t\t\t\t\n", r.name)
+			continue
+		}
+		p := demo.PointOf(releases, r.res)
+		remote, ready := 0, upReady(r.res)
+		for _, c := range r.res.Clusters {
+			remote += c.Releases
+		}
+		tenant := "-"
+		if remote > 0 {
+			tenant = fmt.Sprintf("%.2f", float64(r.res.RemoteRequests)/float64(remote))
+		}
+		fmt.Fprintf(tw, "%s\t%.1fs\t%.1fs\t%.0f MB\t%.1fs\t%.2f\t%s\t%.0f\n", r.name, ready.Seconds(), p.Time.Seconds(),
+			float64(p.PeakRSS)/(1<<20), p.CPU.Seconds(), p.PerRelease(), tenant, r.res.MachineSpeed)
+	}
+	tw.Flush()
+	return errors.Join(errs...)
+}
+
+// upReady is the time from cozy-aio's start until every HelmRelease that
+// could become Ready was: the local ones and those of the tenant clusters
+// that are up.
+func upReady(r *demo.Result) time.Duration {
+	var last time.Time
+	for _, u := range r.Units {
+		if u.Kind == "HelmRelease" && u.Ready && u.ReadySince.After(last) {
+			last = u.ReadySince
+		}
+	}
+	if last.IsZero() {
+		return 0
+	}
+	return last.Sub(r.CozyStarted)
+}
