@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/cozystack/cozy-aio/apply"
@@ -24,14 +27,15 @@ import (
 // replicas, the missing ones now and the ones that differ once this replica
 // leads.
 func (e *Engine) installCRDs(ctx context.Context) error {
+	withLog := func(ctx context.Context) context.Context { return logr.NewContext(ctx, e.log().WithName("crds")) }
 	if e.replicas == nil {
-		return InstallCRDs(ctx, e.cfg, e.opts.FieldManager)
+		return InstallCRDs(withLog(ctx), e.cfg, e.opts.FieldManager)
 	}
-	if err := InstallMissingCRDs(ctx, e.cfg, e.opts.FieldManager); err != nil {
+	if err := InstallMissingCRDs(withLog(ctx), e.cfg, e.opts.FieldManager); err != nil {
 		return err
 	}
 	return e.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return InstallCRDs(ctx, e.cfg, e.opts.FieldManager)
+		return InstallCRDs(withLog(ctx), e.cfg, e.opts.FieldManager)
 	}))
 }
 
@@ -45,6 +49,12 @@ const CRDDigestAnnotation = "cozy-aio.cozystack.io/crd-digest"
 // and served. It reads only the CRDs' metadata and applies one CRD at a
 // time: a CRD decodes into a large tree, and this runs at every start. An
 // empty fieldManager is apply.DefaultFieldManager, the engine's default.
+//
+// A live CRD newer than the embedded one, which has stored objects in a
+// version the embedded CRD does not list (the API server would refuse the
+// update), is left as it is and logged to ctx's logger
+// (controller-runtime's log.FromContext): a cozy-aio rolled back to an
+// older binary starts on the CRDs the newer one installed.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
 	return installCRDs(ctx, cfg, fieldManager, false)
 }
@@ -90,7 +100,8 @@ func installCRDs(ctx context.Context, cfg *rest.Config, fieldManager string, onl
 }
 
 // crdToApply returns crd with its digest annotation, or nil when the live
-// CRD carries the same digest (or exists at all, with onlyMissing).
+// CRD carries the same digest (or exists at all, with onlyMissing), or is
+// newer than crd.
 func crdToApply(ctx context.Context, c client.Reader, crd *apiextensionsv1.CustomResourceDefinition, onlyMissing bool) (*unstructured.Unstructured, error) {
 	crd.TypeMeta.APIVersion = "apiextensions.k8s.io/v1"
 	crd.TypeMeta.Kind = "CustomResourceDefinition"
@@ -114,6 +125,19 @@ func crdToApply(ctx context.Context, c client.Reader, crd *apiextensionsv1.Custo
 	if err == nil && (onlyMissing || live.Annotations[CRDDigestAnnotation] == digest) {
 		return nil, nil
 	}
+	if err == nil {
+		// It differs: read its stored versions, which only a newer CRD
+		// has more of, before applying over it.
+		newer, err := storedVersionsUnknown(ctx, c, crd)
+		if err != nil {
+			return nil, err
+		}
+		if len(newer) > 0 {
+			log.FromContext(ctx).Info("CRD is newer than this cozy-aio's: left as it is", "crd", crd.Name,
+				"storedVersions", newer)
+			return nil, nil
+		}
+	}
 	crd.Annotations[CRDDigestAnnotation] = digest
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
 	if err != nil {
@@ -125,4 +149,30 @@ func crdToApply(ctx context.Context, c client.Reader, crd *apiextensionsv1.Custo
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	return u, nil
+}
+
+// storedVersionsUnknown returns the versions the live CRD of crd's name
+// has stored objects in and crd does not list.
+func storedVersionsUnknown(ctx context.Context, c client.Reader, crd *apiextensionsv1.CustomResourceDefinition) ([]string, error) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, live); err != nil {
+		return nil, fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+	}
+	stored, _, err := unstructured.NestedStringSlice(live.Object, "status", "storedVersions")
+	if err != nil {
+		return nil, fmt.Errorf("CRD %s: status.storedVersions: %w", crd.Name, err)
+	}
+	return unknownVersions(crd, stored), nil
+}
+
+// unknownVersions returns the versions of stored that crd does not list.
+func unknownVersions(crd *apiextensionsv1.CustomResourceDefinition, stored []string) []string {
+	var out []string
+	for _, v := range stored {
+		if !slices.ContainsFunc(crd.Spec.Versions, func(cv apiextensionsv1.CustomResourceDefinitionVersion) bool { return cv.Name == v }) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
