@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -124,10 +125,28 @@ func remoteError(source string, err error) error {
 		return err
 	}
 	var ue *url.Error
-	if errors.As(err, &ue) || apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+	if errors.As(err, &ue) || apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) || unreachableText(err.Error()) {
 		return fmt.Errorf("cluster %s: %w", source, err)
 	}
 	return err
+}
+
+// unreachableMarkers are what an error flattened to text (Helm builds
+// some of its errors with %v, such as "unable to build kubernetes objects
+// from release manifest: unable to recognize ...: Get ...: dial tcp ...")
+// says when the server gave no answer or was not trusted.
+var unreachableMarkers = []string{
+	"dial tcp ", "connection refused", "i/o timeout", "no such host", "x509: ", "tls: ",
+	"net/http: TLS handshake timeout", "context deadline exceeded (Client.Timeout",
+}
+
+func unreachableText(msg string) bool {
+	for _, m := range unreachableMarkers {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // kubeConfigGone tells whether err says the kubeConfig Secret or ConfigMap
