@@ -16,8 +16,10 @@ import (
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,6 +61,24 @@ func TestStatusAndMetricsReference(t *testing.T) {
 		},
 	}
 	objs = append(objs, broken)
+	// A release on a "remote" cluster (this API server again, through a
+	// kubeconfig Secret of its own namespace), so that /metrics serves the
+	// remote cluster families the dashboard queries.
+	remoteNS := cp.Namespace(t)
+	kc, err := cp.Kubeconfig("remote-admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant-kubeconfig", Namespace: remoteNS}, Data: map[string][]byte{"value": kc}},
+		&helmv2.HelmRelease{
+			ObjectMeta: metav1.ObjectMeta{Name: "remote", Namespace: remoteNS},
+			Spec: helmv2.HelmReleaseSpec{
+				Interval:   metav1.Duration{Duration: hr.Spec.Interval.Duration},
+				ChartRef:   &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "slow", Namespace: ns},
+				KubeConfig: &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "tenant-kubeconfig"}},
+			},
+		})
 	eventually(t, "the CRDs are installed and the objects created", func() bool {
 		for _, o := range objs {
 			if err := c.Create(ctx, o); err != nil && client.IgnoreAlreadyExists(err) != nil {
@@ -78,12 +98,16 @@ func TestStatusAndMetricsReference(t *testing.T) {
 	checkStatusJSON(t, kubeconfig, health, ns)
 	checkStatusText(t, kubeconfig, health, ns)
 
-	resp, err := http.Get("http://" + health + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	scrape, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	var scrape []byte
+	eventually(t, "/metrics serves the remote cluster's families", func() bool {
+		resp, err := http.Get("http://" + health + "/metrics")
+		if err != nil {
+			return false
+		}
+		scrape, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return bytes.Contains(scrape, []byte("cozy_aio_remote_cluster_last_contact_timestamp_seconds{"))
+	}, &logs)
 	if dump := os.Getenv("COZY_METRICS_DUMP"); dump != "" {
 		_ = os.WriteFile(dump, scrape, 0o644)
 	}
