@@ -55,6 +55,13 @@ func newClusterRegistry(e *Engine) (*cluster.Registry[*clusterClients], error) {
 	})
 }
 
+// remoteUnreachable is how long a wait on a remote cluster (a Helm
+// action's, a Kustomization's health checks) goes on hearing nothing from
+// its API server before it fails: a tenant cluster that dies mid-install
+// fails the install in seconds, naming its Secret, and frees the worker,
+// instead of holding it for the release's timeout.
+const remoteUnreachable = 10 * time.Second
+
 // remoteClients builds the clients of a remote cluster. Its Helm manager
 // has the local one's holder and fencing (the shard Leases live in the
 // management cluster), its own waiter, and no watch cache: the release
@@ -64,7 +71,7 @@ func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
 	// watch, so the waiter's config has none (its dials still time out).
 	wcfg := rest.CopyConfig(cfg)
 	wcfg.Timeout = 0
-	waiter, err := health.NewWaiter(wcfg, health.WaiterOptions{})
+	waiter, err := health.NewWaiter(wcfg, health.WaiterOptions{Unreachable: remoteUnreachable})
 	if err != nil {
 		return nil, err
 	}

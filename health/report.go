@@ -88,6 +88,10 @@ func sortStatuses(s []ObjectStatus) {
 // ErrTimeout means the wait's timeout passed before every object was ready.
 var ErrTimeout = errors.New("timed out waiting for readiness")
 
+// ErrUnreachable means the API server did not answer the wait's lists and
+// watches for WaiterOptions.Unreachable.
+var ErrUnreachable = errors.New("the API server is unreachable")
+
 // ErrFailed means an object reported Failed and WaitOptions.FailFast was
 // set.
 var ErrFailed = errors.New("an object failed")

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
@@ -23,6 +24,13 @@ type WaiterOptions struct {
 	// Mapper maps kinds to resources. Default: a discovery-backed mapper
 	// of the rest.Config.
 	Mapper meta.RESTMapper
+	// Unreachable ends a wait with ErrUnreachable once every attempt to
+	// list or watch has failed for this long with nothing heard from the
+	// API server in between, instead of waiting out the wait's timeout:
+	// for a remote cluster, whose death must not hold a release (and its
+	// worker) for the release's timeout. Default: 0, a wait outlasts any
+	// outage until its timeout, as it should for the local API server.
+	Unreachable time.Duration
 }
 
 // Waiter waits for objects to become ready. It watches them (one watch per
@@ -33,8 +41,13 @@ type WaiterOptions struct {
 // and REST mapper, serves every wait of a process, each wait with its own
 // Checker.
 type Waiter struct {
-	dyn    dynamic.Interface
-	mapper meta.RESTMapper
+	dyn         dynamic.Interface
+	mapper      meta.RESTMapper
+	unreachable time.Duration
+	// probe asks the API server for its version (set with unreachable):
+	// a watch whose server died retries in silence, so a wait that must
+	// notice asks.
+	probe func(context.Context) error
 }
 
 // NewWaiter returns a Waiter on the API server of cfg.
@@ -57,7 +70,16 @@ func NewWaiter(cfg *rest.Config, opts WaiterOptions) (*Waiter, error) {
 			return nil, fmt.Errorf("creating the REST mapper: %w", err)
 		}
 	}
-	return &Waiter{dyn: dyn, mapper: mapper}, nil
+	w := &Waiter{dyn: dyn, mapper: mapper, unreachable: opts.Unreachable}
+	if opts.Unreachable > 0 {
+		dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
+		if err != nil {
+			return nil, fmt.Errorf("creating the discovery client: %w", err)
+		}
+		rc := dc.RESTClient()
+		w.probe = func(ctx context.Context) error { return rc.Get().AbsPath("/version").Do(ctx).Error() }
+	}
+	return w, nil
 }
 
 // WaitOptions configures one wait. The zero value works.
@@ -94,9 +116,15 @@ func (w *Waiter) Start(ctx context.Context, refs []ObjectRef, opts WaitOptions) 
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, opts.Timeout, ErrTimeout)
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, opts.Timeout, ErrTimeout)
+	ctx, cancelCause := context.WithCancelCause(ctx)
 	h := &Handle{
-		cancel:   cancel,
+		cancel: func() {
+			cancelCause(context.Canceled)
+			cancelTimeout()
+		},
+		giveUp:      cancelCause,
+		unreachable: w.unreachable,
 		done:     make(chan struct{}),
 		statuses: make(map[objectKey]*ObjectStatus, len(refs)),
 		opts:     opts,
@@ -113,8 +141,14 @@ func (w *Waiter) Start(ctx context.Context, refs []ObjectRef, opts WaitOptions) 
 
 // Handle is a running wait.
 type Handle struct {
-	cancel  context.CancelFunc
-	done    chan struct{}
+	cancel context.CancelFunc
+	// giveUp ends the wait with a cause; unreachable is the Waiter's
+	// Unreachable, and failingSince when the watches started failing with
+	// nothing heard since (zero: not failing).
+	giveUp       context.CancelCauseFunc
+	unreachable  time.Duration
+	failingSince time.Time
+	done         chan struct{}
 	opts    WaitOptions
 	checker *Checker
 
@@ -176,6 +210,9 @@ func keyOf(r ObjectRef) objectKey {
 func (h *Handle) run(ctx context.Context, w *Waiter) {
 	defer h.cancel()
 	if h.pending > 0 {
+		if w.probe != nil {
+			go h.probe(ctx, w.probe)
+		}
 		h.startWatches(ctx, w)
 		select {
 		case <-ctx.Done():
@@ -253,6 +290,7 @@ func (h *Handle) watch(ctx context.Context, w *Waiter, t watchTarget, keys []obj
 		wanted[k] = true
 	}
 	observe := func(obj any) {
+		h.heard()
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return
@@ -289,6 +327,7 @@ func (h *Handle) watch(ctx context.Context, w *Waiter, t watchTarget, keys []obj
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return
 		}
+		h.heard()
 		// Whatever the initial list did not hold does not exist.
 		for k := range wanted {
 			h.markMissing(k)
@@ -345,7 +384,60 @@ func (h *Handle) markMissing(k objectKey) {
 	}
 }
 
+// heard notes that the API server answered: an event or a synced list.
+func (h *Handle) heard() {
+	h.mu.Lock()
+	h.failingSince = time.Time{}
+	h.mu.Unlock()
+}
+
+// probe asks the API server for its version every third of Unreachable
+// (at least every second) until the wait ends, and gives up on it once
+// nothing has been heard for Unreachable.
+func (h *Handle) probe(ctx context.Context, probe func(context.Context) error) {
+	every := max(time.Second, h.unreachable/3)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := probe(pctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			h.heard()
+		default:
+			h.failing(err)
+		}
+	}
+}
+
+// failing notes a failed request, and ends the wait with ErrUnreachable
+// once nothing has been heard for Unreachable.
+func (h *Handle) failing(err error) {
+	if h.unreachable <= 0 {
+		return
+	}
+	h.mu.Lock()
+	now := time.Now()
+	if h.failingSince.IsZero() {
+		h.failingSince = now
+	}
+	giveUp := now.Sub(h.failingSince) >= h.unreachable
+	h.mu.Unlock()
+	if giveUp {
+		h.giveUp(fmt.Errorf("%w: nothing heard from it for %s: %w", ErrUnreachable, h.unreachable, err))
+	}
+}
+
 func (h *Handle) noteWatchError(k objectKey, err error) {
+	h.failing(err)
 	h.mu.Lock()
 	s := h.statuses[k]
 	unseen := s != nil && s.Status == Unknown

@@ -15,8 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 func deployment(ns, name string) *appsv1.Deployment {
@@ -284,5 +287,59 @@ func TestWaiterChecksEachWaitWithItsChecker(t *testing.T) {
 	report, err := plain.Result()
 	if s, _ := report.Status(ref); !errors.Is(err, ErrTimeout) || s.Status != InProgress {
 		t.Fatalf("kstatus alone: %v, %+v", err, s)
+	}
+}
+
+// A wait on an API server that dies mid-wait ends with ErrUnreachable
+// once nothing has been heard from it for WaiterOptions.Unreachable,
+// instead of at its own (much longer) timeout: a remote cluster that goes
+// away does not hold a release for its timeout.
+func TestWaiterGivesUpOnAnUnreachableAPIServer(t *testing.T) {
+	ctx := testContext(t)
+	other, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = other.Stop()
+		}
+	})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dies"}}
+	if err := other.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	d := deployment(ns.Name, "stuck")
+	if err := other.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(other.Config)
+	cfg.Timeout = 0
+	w, err := NewWaiter(cfg, WaiterOptions{Unreachable: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.Start(ctx, []ObjectRef{refOfDeployment(d)}, WaitOptions{Timeout: 10 * time.Minute})
+	// The wait has heard the Deployment (InProgress: no controller runs).
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return h.Report().Objects[0].Status == InProgress, nil
+	}); err != nil {
+		t.Fatalf("the wait never saw the Deployment: %v", h.Report())
+	}
+	// kube-apiserver may outlast envtest's stop timeout while it drains
+	// the wait's watch; it is killed then, and either way stops answering.
+	if err := other.Stop(); err != nil {
+		t.Logf("stopping the API server: %v", err)
+	}
+	stopped = true
+	select {
+	case <-h.Done():
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the wait is still running 5 minutes after its API server stopped")
+	}
+	_, err = h.Result()
+	if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrTimeout) {
+		t.Fatalf("error = %v, want ErrUnreachable", err)
 	}
 }
