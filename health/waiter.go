@@ -125,11 +125,11 @@ func (w *Waiter) Start(ctx context.Context, refs []ObjectRef, opts WaitOptions) 
 		},
 		giveUp:      cancelCause,
 		unreachable: w.unreachable,
-		done:     make(chan struct{}),
-		statuses: make(map[objectKey]*ObjectStatus, len(refs)),
-		opts:     opts,
-		checker:  opts.Checker,
-		allDone:  make(chan struct{}),
+		done:        make(chan struct{}),
+		statuses:    make(map[objectKey]*ObjectStatus, len(refs)),
+		opts:        opts,
+		checker:     opts.Checker,
+		allDone:     make(chan struct{}),
 	}
 	for _, r := range refs {
 		h.statuses[keyOf(r)] = &ObjectStatus{Object: r, Status: Unknown, Message: "not observed yet"}
@@ -149,8 +149,8 @@ type Handle struct {
 	unreachable  time.Duration
 	failingSince time.Time
 	done         chan struct{}
-	opts    WaitOptions
-	checker *Checker
+	opts         WaitOptions
+	checker      *Checker
 
 	mu       sync.Mutex
 	statuses map[objectKey]*ObjectStatus
