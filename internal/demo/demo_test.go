@@ -107,7 +107,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("two replicas with the leader killed", func(t *testing.T) { testReplicas(t, bin) })
-	t.Run("two tenant clusters, one stopped", func(t *testing.T) { testClusters(t, bin) })
+	t.Run("two tenant clusters with one stopped", func(t *testing.T) { testClusters(t, bin) })
 }
 
 // `DEMO_CLUSTERS=2 make demo` made smaller: two tenant clusters with ten
