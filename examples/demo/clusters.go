@@ -79,7 +79,10 @@ func compareRuns(ctx context.Context, o demo.Options, title string, variants []v
 			continue
 		}
 		p := demo.PointOf(releases, r.res)
-		remote, ready := 0, upReady(r.res)
+		remote, ready := 0, time.Duration(0)
+		if !r.res.UpReady.IsZero() {
+			ready = r.res.UpReady.Sub(r.res.CozyStarted)
+		}
 		for _, c := range r.res.Clusters {
 			remote += c.Releases
 		}
@@ -92,20 +95,4 @@ func compareRuns(ctx context.Context, o demo.Options, title string, variants []v
 	}
 	tw.Flush()
 	return errors.Join(errs...)
-}
-
-// upReady is the time from cozy-aio's start until every HelmRelease that
-// could become Ready was: the local ones and those of the tenant clusters
-// that are up.
-func upReady(r *demo.Result) time.Duration {
-	var last time.Time
-	for _, u := range r.Units {
-		if u.Kind == "HelmRelease" && u.Ready && u.ReadySince.After(last) {
-			last = u.ReadySince
-		}
-	}
-	if last.IsZero() {
-		return 0
-	}
-	return last.Sub(r.CozyStarted)
 }

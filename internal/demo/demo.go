@@ -179,6 +179,9 @@ type Result struct {
 	// got its network; FirstInstall when the first tenant release was
 	// stored; AllSettled when every unit was Ready or failed.
 	Started, ClusterUp, CozyStarted, NetworkPodsRunning, NetworkReady, FirstInstall, AllSettled time.Time
+	// UpReady is when every unit but a stopped tenant cluster's was first
+	// Ready, to the settle check's tenth of a second.
+	UpReady time.Time
 	// PeakRSS is cozy-aio's peak resident memory in bytes and CPU its
 	// user+system CPU time, both read when every unit had settled. With
 	// several replicas, PeakRSS is the largest replica's and CPU the sum
@@ -552,6 +555,9 @@ func (h *harness) watch(ctx context.Context) error {
 			h.failover(units)
 		}
 		h.clusterStep(ctx, units)
+		if h.res.UpReady.IsZero() && h.upReady(units) {
+			h.res.UpReady = time.Now()
+		}
 		settled, before := h.settled(units), !h.res.AllSettled.IsZero()
 		switch {
 		case !settled:
@@ -594,6 +600,21 @@ func (h *harness) settled(units []Unit) bool {
 		}
 		if u.Kind == "HelmRelease" {
 			releases++
+		}
+	}
+	return releases == h.expectedReleases()
+}
+
+// upReady is true when every HelmRelease is there and every unit but a
+// stopped tenant cluster's is Ready.
+func (h *harness) upReady(units []Unit) bool {
+	releases := 0
+	for _, u := range units {
+		if u.Kind == "HelmRelease" {
+			releases++
+		}
+		if !u.Ready && h.stoppedCluster(u) == nil {
+			return false
 		}
 	}
 	return releases == h.expectedReleases()

@@ -92,7 +92,7 @@ func (h *harness) scrape() (scraped, []ReplicaState) {
 }
 
 // failover plays one step of the leader's kill: once a third of the tenant
-// HelmReleases are Ready it kills the leader; then it watches the others
+// HelmReleases (and tenant clusters' addons) are Ready it kills the leader; then it watches the others
 // take over, and restarts the killed replica once they have.
 func (h *harness) failover(units []Unit) {
 	f := h.res.Failover
@@ -104,7 +104,9 @@ func (h *harness) failover(units []Unit) {
 				ready++
 			}
 		}
-		if want := h.tenantReleases(); want > 0 && ready*3 >= want {
+		// The tenant clusters' addons count too: the kill lands while
+		// remote installs run as well as local ones.
+		if want := h.tenantReleases() + h.clusterReleases(); want > 0 && ready*3 >= want {
 			h.killLeader(ready)
 		}
 	case f.Restarted.IsZero():
@@ -137,7 +139,7 @@ func (h *harness) killLeader(ready int) {
 	f.Killed, f.ReadyAtKill, f.Shards = victim.id, ready, states[leader].Shards
 	f.At = victim.kill()
 	h.say("killed the leader %s with SIGKILL (%d of %d tenant HelmReleases Ready); it owned shards %s",
-		victim.id, ready, h.tenantReleases(), joinInts(f.Shards))
+		victim.id, ready, h.tenantReleases()+h.clusterReleases(), joinInts(f.Shards))
 }
 
 // watchTakeover notes when another replica leads and when the others own
@@ -306,7 +308,7 @@ func (h *harness) replicaSummary() {
 		return
 	}
 	fmt.Fprintf(out, "\nthe leader %s was killed with SIGKILL at %.1fs, with %d of %d tenant HelmReleases Ready; Leases %s/%s/%s (duration/renew deadline/retry; cozy-aio's defaults are 15s/10s/2s)\n",
-		f.Killed, f.At.Sub(r.Started).Seconds(), f.ReadyAtKill, h.tenantReleases(), demoLeaseDuration, demoRenewDeadline, demoRetryPeriod)
+		f.Killed, f.At.Sub(r.Started).Seconds(), f.ReadyAtKill, h.tenantReleases()+h.clusterReleases(), demoLeaseDuration, demoRenewDeadline, demoRetryPeriod)
 	if !f.LeaderAt.IsZero() {
 		fmt.Fprintf(out, "takeover: %s reported cozy_aio_leader 1 %.1fs after the kill", f.NewLeader, f.LeaderTakeover().Seconds())
 	}

@@ -94,7 +94,7 @@ func (h *harness) verifyReplicas(ctx context.Context) {
 	f := h.res.Failover
 	h.check("takeover", !f.LeaderAt.IsZero() && !f.ShardsAt.IsZero(),
 		"leader %s killed with %d of %d tenant HelmReleases Ready; %s led %.1fs later; its shards %s were owned by others %.1fs later; Leases %s/%s/%s",
-		f.Killed, f.ReadyAtKill, h.tenantReleases(), f.NewLeader, f.LeaderTakeover().Seconds(),
+		f.Killed, f.ReadyAtKill, h.tenantReleases()+h.clusterReleases(), f.NewLeader, f.LeaderTakeover().Seconds(),
 		joinInts(f.Shards), f.ShardTakeover().Seconds(), demoLeaseDuration, demoRenewDeadline, demoRetryPeriod)
 	h.verifyPlacement(ctx)
 	h.verifyStatusWriters()
