@@ -16,6 +16,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -226,15 +227,56 @@ func (r *Registry[T]) build(ctx context.Context, namespace string, src source) (
 		return nil, err
 	}
 	d := &dialer{d: net.Dialer{Timeout: r.opts.DialTimeout, KeepAlive: 30 * time.Second}, conns: map[net.Conn]struct{}{}}
-	cfg.Dial = d.DialContext
 	stats := &counters{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: stats} })
+	if cfg, err = sharedTransport(cfg, d, stats); err != nil {
+		return nil, err
+	}
 	v, err := r.opts.Build(cfg)
 	if err != nil {
 		d.closeAll()
 		return nil, err
 	}
 	return &entry[T]{cluster: &Cluster[T]{Source: src.name, Host: cfg.Host, Value: v}, stats: stats, conns: d, expires: expires}, nil
+}
+
+// sharedTransport gives cfg one HTTP transport over d, counted in stats,
+// that every client built from cfg (or a copy of it, an impersonating one
+// too) shares. client-go shares transports between rest.Configs only when
+// they have no Dial of their own; with one, each client (and Helm builds
+// clients for every action) would open its own connections, each with its
+// own TLS handshake. With this, a cluster's requests and watches are
+// streams of one HTTP/2 connection. The authentication in cfg (token,
+// basic, impersonation) stays in cfg, for client-go to wrap around the
+// shared transport. A config whose credentials come from a plugin (exec,
+// auth-provider: only with the operator's insecure flag) keeps client-go's
+// own transport, on d.
+func sharedTransport(cfg *rest.Config, d *dialer, stats *counters) (*rest.Config, error) {
+	if cfg.ExecProvider != nil || cfg.AuthProvider != nil {
+		cfg.Dial = d.DialContext
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: stats} })
+		return cfg, nil
+	}
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	proxy := cfg.Proxy
+	if proxy == nil {
+		proxy = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
+	}
+	base := utilnet.SetTransportDefaults(&http.Transport{
+		Proxy:               proxy,
+		TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig:     tlsCfg,
+		MaxIdleConnsPerHost: 25,
+		DialContext:         d.DialContext,
+		DisableCompression:  cfg.DisableCompression,
+	})
+	out := rest.CopyConfig(cfg)
+	out.Transport = &countingTransport{next: base, c: stats}
+	out.TLSClientConfig = rest.TLSClientConfig{}
+	out.Dial, out.Proxy = nil, nil
+	return out, nil
 }
 
 // sweepLocked drops the entries idle for IdleAfter. An entry with a
