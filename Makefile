@@ -11,7 +11,7 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults build image fuzz chaos
+.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz chaos
 
 ## test: gofmt, go mod tidy and go vet, build the test control plane, the cluster
 ## simulator and the S3 server if missing, run every test.
@@ -105,6 +105,14 @@ bench-curve: testbin build
 bench-defaults: testbin build
 	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_TENANTS=$${DEMO_TENANTS:-200} DEMO_RELEASES=5 DEMO_COMPARE_DEFAULTS=1 bin/cozy-aio-demo -cozy-aio bin/cozy-aio
+
+## bench-clusters: remote releases (spec.kubeConfig): 20 tenants x 10 releases in the management cluster
+## against each tenant's on a tenant cluster of its own (local, remote, remote, local); then 10 tenant
+## clusters all up against one of them down from the start (up, down, down, up).
+bench-clusters: testbin build
+	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_TENANTS=$${DEMO_TENANTS:-20} DEMO_RELEASES=10 DEMO_COMPARE_REMOTE=1 bin/cozy-aio-demo -cozy-aio bin/cozy-aio -timeout 20m
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_TENANTS=10 DEMO_RELEASES=10 DEMO_COMPARE_DOWN=1 bin/cozy-aio-demo -cozy-aio bin/cozy-aio -timeout 20m
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s), one after another.
 FUZZTIME ?= 60s

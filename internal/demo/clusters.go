@@ -269,10 +269,17 @@ func (h *harness) startClusters(ctx context.Context, namespaces []string) error 
 				return err
 			}
 			var err error
-			if c.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{LogDir: logs, StartTimeout: 2 * time.Minute}); err != nil {
+			// With the audit log on, each tenant API server writes its own,
+			// to break cozy-aio's requests to it down (RemoteBreakdown).
+			var args map[string]string
+			if a := h.auditArgs(); a != nil {
+				a["audit-log-path"] = filepath.Join(logs, "audit.log")
+				args = a
+			}
+			if c.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{LogDir: logs, StartTimeout: 2 * time.Minute, APIServerArgs: args}); err != nil {
 				return fmt.Errorf("tenant cluster %s: %w", c.name, err)
 			}
-			kc, err := c.cp.Kubeconfig("cluster-admin", "system:masters")
+			kc, err := c.cp.Kubeconfig(clusterUser, "system:masters")
 			if err != nil {
 				return err
 			}
@@ -391,7 +398,7 @@ func (h *harness) clusterReleases() int {
 // cluster; and that the stopped cluster's addons ended Ready=False naming
 // its Secret.
 func (h *harness) verifyClusters(ctx context.Context) {
-	if len(h.clusters) == 0 {
+	if len(h.clusters) == 0 || h.opts.ClustersUnused {
 		return
 	}
 	var bad, down []string
@@ -533,6 +540,28 @@ func (h *harness) storedAs(u Unit) string {
 	}
 	return "cozy-" + u.Name + "/" + u.Name
 }
+
+// remoteBreakdown sums cozy-aio's requests to the tenant clusters by verb
+// and resource from their audit logs (Options.Audit).
+func (h *harness) remoteBreakdown() Requests {
+	if !h.opts.Audit || h.opts.ClustersUnused {
+		return nil
+	}
+	out := Requests{}
+	for _, c := range h.clusters {
+		reqs, _, err := countRequests(filepath.Join(h.logs, c.name, "audit.log"), 0, clusterUser)
+		if err != nil {
+			continue
+		}
+		for k, n := range reqs {
+			out[k] += n
+		}
+	}
+	return out
+}
+
+// clusterUser is the user of the tenant clusters' admin kubeconfigs.
+const clusterUser = "cluster-admin"
 
 // remoteRequests records each tenant cluster's requests from cozy-aio's
 // metrics, and returns their sum.

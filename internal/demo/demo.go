@@ -96,6 +96,10 @@ type Options struct {
 	// charts to their users; in the scale shape the i-th tenant's releases
 	// deploy to the i-th cluster (the others stay local). Default: 0.
 	Clusters int
+	// ClustersUnused, in the scale shape, starts the tenant clusters but
+	// keeps every release local: the machine carries the same API servers
+	// as a remote run, for comparing the two at equal load.
+	ClustersUnused bool
 	// ClusterDown says what happens to the last tenant cluster: stopped
 	// midway (the demo shape's default), down from the start, or kept up
 	// (the scale shape's default).
@@ -197,6 +201,9 @@ type Result struct {
 	// RemoteRequests are cozy-aio's requests to the tenant clusters' API
 	// servers at that moment (cozy_aio_remote_cluster_requests_total).
 	RemoteRequests int
+	// RemoteBreakdown are those requests by verb and resource, from the
+	// tenant API servers' audit logs (with Options.Audit).
+	RemoteBreakdown Requests
 	// Breakdown is cozy-aio's API requests by verb and resource from the
 	// API server's audit log, counted at the same moment as Requests (the
 	// audit log is always written in the scale shape).

@@ -188,6 +188,7 @@ func (h *harness) usage() {
 		m := r.scrape()
 		h.res.Requests = m.requests
 		h.res.RemoteRequests = h.remoteRequests(m.remote)
+		h.res.RemoteBreakdown = h.remoteBreakdown()
 		if h.mem != nil {
 			m := h.mem.finish()
 			h.res.Memory, h.mem = &m, nil

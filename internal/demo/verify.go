@@ -281,6 +281,8 @@ func (h *harness) summary() {
 		shape = fmt.Sprintf("%d tenants, %d tenant HelmReleases + the network release, %d simulated nodes", len(r.Tenants), h.tenantReleases(), h.opts.Nodes)
 	}
 	switch {
+	case len(h.clusters) > 0 && h.opts.ClustersUnused:
+		shape += fmt.Sprintf("; %d tenant clusters running, unused (every release is local)", len(h.clusters))
 	case len(h.clusters) > 0 && h.opts.Scale:
 		shape += fmt.Sprintf("; the first %d tenants' releases on a tenant cluster each", len(h.clusters))
 	case len(h.clusters) > 0:
@@ -354,7 +356,7 @@ func (h *harness) summary() {
 			sort.Strings(methods)
 			fmt.Fprintf(out, "cozy-aio API requests: %d (%.1f per HelmRelease): %s\n", total, float64(total)/float64(h.expectedReleases()), strings.Join(methods, ", "))
 		}
-		if len(h.clusters) > 0 {
+		if len(h.clusters) > 0 && !h.opts.ClustersUnused {
 			remote := 0
 			for _, u := range r.Units {
 				for _, c := range h.clusters {
@@ -371,6 +373,7 @@ func (h *harness) summary() {
 				r.APIServerCPU.Seconds(), r.EtcdCPU.Seconds(), r.CPU.Seconds())
 		}
 		h.requestsTable("cozy-aio API requests by verb and resource (API server audit log)", r.Breakdown)
+		h.requestsTable("cozy-aio API requests to the tenant clusters by verb and resource (their audit logs)", r.RemoteBreakdown)
 	}
 	for _, rs := range r.Restarts {
 		fmt.Fprintf(out, "\nrestart with every unit Ready, %s: every HelmRelease confirmed %.1fs after the start (%d Helm runs); %d new release revisions; %d ConfigMap writes; CPU %.1fs; peak RSS %.0f MB\n",
@@ -465,7 +468,7 @@ func (h *harness) seedScale(ctx context.Context) error {
 				Spec:       helmv2.HelmReleaseSpec{Interval: metav1.Duration{Duration: 30 * time.Minute}},
 			}
 			chartFrom(hr)
-			if i < h.opts.Clusters {
+			if i < h.opts.Clusters && !h.opts.ClustersUnused {
 				hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{
 					Name: clusterName(i+1) + "-admin-kubeconfig", Key: "super-admin.svc"}}
 			}
@@ -519,7 +522,7 @@ func (h *harness) verifyScale(ctx context.Context) {
 	n, want := 0, 3*h.expectedReleases()
 	for i, t := range h.res.Tenants {
 		c := h.c
-		if i < len(h.clusters) {
+		if i < len(h.clusters) && !h.opts.ClustersUnused {
 			if !h.clusters[i].stopped.IsZero() {
 				want -= 3 * t.Releases
 				continue
