@@ -517,7 +517,11 @@ func (h *harness) clusterSummary() {
 		} else {
 			records = fmt.Sprintf("%d (%d pending)", c.Records, c.Pending)
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\t%s\n", c.Name, c.Ready, c.Releases, ready, records, c.Requests, state)
+		requests := "-" // not scraped with several replicas
+		if c.Requests > 0 {
+			requests = fmt.Sprint(c.Requests)
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\n", c.Name, c.Ready, c.Releases, ready, records, requests, state)
 	}
 	tw.Flush()
 }

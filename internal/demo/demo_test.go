@@ -169,13 +169,14 @@ func testClusters(t *testing.T, bin string) {
 }
 
 // TestEndToEnd's replicas subtest lives beside it: the same scenario with
-// two cozy-aio replicas, the leader killed with SIGKILL mid-install.
+// two cozy-aio replicas, the leader killed with SIGKILL mid-install, and a
+// tenant cluster whose addons install through spec.kubeConfig meanwhile.
 func testReplicas(t *testing.T, bin string) {
 	var out bytes.Buffer
 	work := t.TempDir()
 	res, err := demo.Run(context.Background(), demo.Options{
 		Tenants: 3, Releases: 2, Replicas: 2, Binary: bin, WorkDir: work, Out: &out, Timeout: 5 * time.Minute,
-		Every: 500 * time.Millisecond,
+		Every: 500 * time.Millisecond, Clusters: 1, ClusterDown: demo.ClusterDownNone,
 	})
 	t.Log("\n" + out.String())
 	if err != nil {
@@ -192,7 +193,9 @@ func testReplicas(t *testing.T, bin string) {
 	for _, c := range res.Checks {
 		checks[c.Name] = c.OK
 	}
-	for _, name := range []string{"phase order", "deployments available", "ready after available", "takeover", "shards placed", "one revision each", "nothing pending"} {
+	// "tenant clusters": the tenant cluster's ten addons, installed while
+	// the leader is killed too, each have one record there, none pending.
+	for _, name := range []string{"phase order", "deployments available", "ready after available", "takeover", "shards placed", "one revision each", "nothing pending", "tenant clusters"} {
 		if !checks[name] {
 			t.Errorf("check %q missing or failed: %+v", name, res.Checks)
 		}

@@ -356,7 +356,7 @@ func (h *harness) summary() {
 			sort.Strings(methods)
 			fmt.Fprintf(out, "cozy-aio API requests: %d (%.1f per HelmRelease): %s\n", total, float64(total)/float64(h.expectedReleases()), strings.Join(methods, ", "))
 		}
-		if len(h.clusters) > 0 && !h.opts.ClustersUnused {
+		if len(h.clusters) > 0 && !h.opts.ClustersUnused && r.RemoteRequests > 0 {
 			remote := 0
 			for _, u := range r.Units {
 				for _, c := range h.clusters {
