@@ -34,6 +34,9 @@ type clusterClients struct {
 	helm     func() (*helm.Manager, error)
 	waiter   func() (*health.Waiter, error)
 	appliers *appliers
+	// stop ends what the clients of a remote cluster run (its Helm
+	// cache's watches) when the registry drops it; nil for the local one.
+	stop func()
 }
 
 func (c *clusterClients) applierFor(fieldManager, namespace, serviceAccount string) (*apply.Applier, error) {
@@ -49,6 +52,11 @@ func newClusterRegistry(e *Engine) (*cluster.Registry[*clusterClients], error) {
 	return cluster.NewRegistry(e.mgr.GetAPIReader(), e.mgr.GetClient(), cluster.RegistryOptions[*clusterClients]{
 		Local: func() (*clusterClients, error) { return local, nil },
 		Build: e.remoteClients,
+		Close: func(c *clusterClients) {
+			if c.stop != nil {
+				c.stop()
+			}
+		},
 		Load: cluster.LoadOptions{AllowExec: ro.AllowExec, AllowInsecureTLS: ro.AllowInsecureTLS,
 			UserAgent: "cozy-aio"},
 		IdleAfter: ro.IdleAfter,
@@ -64,8 +72,10 @@ const remoteUnreachable = 10 * time.Second
 
 // remoteClients builds the clients of a remote cluster. Its Helm manager
 // has the local one's holder and fencing (the shard Leases live in the
-// management cluster), its own waiter, and no watch cache: the release
-// records and objects of a remote cluster are read from its API server.
+// management cluster), its own waiter and its own Helm cache (metadata
+// watches of the release records and of the kinds Helm asks about);
+// Kustomizations' appliers have no watch cache and read the remote
+// cluster's objects from its API server.
 func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
 	// Waits watch what they wait on; a request timeout would end the
 	// watch, so the waiter's config has none (its dials still time out).
@@ -75,11 +85,23 @@ func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := helm.New(cfg, e.helmOptions(waiter, nil))
+	// Helm's existence checks and history reads answered from metadata
+	// watches of the remote cluster, as the local cluster's are: a remote
+	// release costs the requests a local one does. The watches start with
+	// the first question about a resource and stop when the registry
+	// drops the cluster.
+	cache, err := helm.NewCache(wcfg)
 	if err != nil {
 		return nil, err
 	}
-	return &clusterClients{cfg: cfg, appliers: &appliers{},
+	ctx, cancel := context.WithCancel(cluster.Background(context.Background()))
+	go func() { _ = cache.Start(ctx) }()
+	mgr, err := helm.New(cfg, e.helmOptions(waiter, cache))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &clusterClients{cfg: cfg, appliers: &appliers{}, stop: cancel,
 		helm:   func() (*helm.Manager, error) { return mgr, nil },
 		waiter: func() (*health.Waiter, error) { return waiter, nil },
 	}, nil
@@ -170,6 +192,9 @@ func (e *Engine) sweepClusters(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			// The engine stops: every remote cluster's connections and
+			// watches go with it.
+			e.clusters.Close()
 			return nil
 		case <-t.C:
 			e.clusters.Sweep()

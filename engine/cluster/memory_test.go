@@ -22,8 +22,9 @@ import (
 
 // BenchmarkIdleRemoteClusterMemory measures what one idle remote cluster
 // costs the process: the registry entry the engine keeps per kubeconfig
-// (its clients, a Helm manager with its discovery cache and REST mapper, a
-// waiter), after one release was installed through it, with the
+// (its clients, a Helm manager with its discovery cache, REST mapper and
+// metadata watches of the release records and of the kinds it installed,
+// a waiter), after one release was installed through it, with the
 // connections it left open. It builds 20 clusters (20 kubeconfigs of
 // distinct users on the test API server), installs one chart of one
 // ConfigMap through each, and reports the heap and goroutine stacks in use
@@ -47,6 +48,7 @@ func BenchmarkIdleRemoteClusterMemory(b *testing.B) {
 	type clients struct {
 		mgr    *helm.Manager
 		waiter *health.Waiter
+		stop   context.CancelFunc
 	}
 	for range b.N {
 		b.StopTimer()
@@ -74,12 +76,20 @@ func BenchmarkIdleRemoteClusterMemory(b *testing.B) {
 				if err != nil {
 					return nil, err
 				}
-				m, err := helm.New(cfg, helm.Options{Waiter: w})
+				cache, err := helm.NewCache(wcfg)
 				if err != nil {
 					return nil, err
 				}
-				return &clients{mgr: m, waiter: w}, nil
+				cctx, stop := context.WithCancel(cluster.Background(ctx))
+				go func() { _ = cache.Start(cctx) }()
+				m, err := helm.New(cfg, helm.Options{Waiter: w, Cache: cache})
+				if err != nil {
+					stop()
+					return nil, err
+				}
+				return &clients{mgr: m, waiter: w, stop: stop}, nil
 			},
+			Close: func(c *clients) { c.stop() },
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -105,6 +115,11 @@ func BenchmarkIdleRemoteClusterMemory(b *testing.B) {
 		b.ReportMetric(float64(after-before)/clusters, "B/cluster")
 		b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/clusters, "goroutines/cluster")
 		runtime.KeepAlive(reg)
+		for _, ref := range refs {
+			if c, err := reg.Get(ctx, ns, ref); err == nil {
+				c.Value.stop()
+			}
+		}
 	}
 }
 

@@ -39,6 +39,10 @@ type RegistryOptions[T any] struct {
 	// the remote cluster: a cluster that is not reachable yet still gets
 	// its value, and its requests fail fast.
 	Build func(cfg *rest.Config) (T, error)
+	// Close, when set, is called with a remote cluster's value when the
+	// registry drops it (idle, or built twice at once), after its
+	// connections were closed: to stop what Build started. Default: none.
+	Close func(T)
 	// Load says what a kubeconfig may use (see LoadOptions). Default: the
 	// zero LoadOptions, the safest.
 	Load LoadOptions
@@ -150,7 +154,7 @@ func (r *Registry[T]) Get(ctx context.Context, namespace string, ref *meta.KubeC
 	if old, ok := r.entries[src.key]; ok {
 		if old.expires.IsZero() || now.Before(old.expires) {
 			// Another Get built it meanwhile: keep one.
-			e.conns.closeAll()
+			r.drop(e)
 			old.lastUsed = now
 			return old.cluster, nil
 		}
@@ -279,6 +283,14 @@ func sharedTransport(cfg *rest.Config, d *dialer, stats *counters) (*rest.Config
 	return out, nil
 }
 
+// drop closes an entry's connections and gives its value to Close.
+func (r *Registry[T]) drop(e *entry[T]) {
+	e.conns.closeAll()
+	if r.opts.Close != nil {
+		r.opts.Close(e.cluster.Value)
+	}
+}
+
 // sweepLocked drops the entries idle for IdleAfter. An entry with a
 // request in flight (a long Helm action, a wait's watch) is in use.
 func (r *Registry[T]) sweepLocked(now time.Time) {
@@ -288,9 +300,21 @@ func (r *Registry[T]) sweepLocked(now time.Time) {
 			continue
 		}
 		if now.Sub(e.lastUsed) >= r.opts.IdleAfter {
-			e.conns.closeAll()
+			r.drop(e)
 			delete(r.entries, k)
 		}
+	}
+}
+
+// Close drops every remote cluster, in use or not, closing their
+// connections and giving their values to RegistryOptions.Close: for the
+// end of the process or of the embedding engine. A later Get builds anew.
+func (r *Registry[T]) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, e := range r.entries {
+		r.drop(e)
+		delete(r.entries, k)
 	}
 }
 
@@ -417,19 +441,36 @@ type countingTransport struct {
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.c.requests.Add(1)
-	t.c.inflight.Add(1)
+	inUse := req.Context().Value(backgroundKey{}) == nil
+	if inUse {
+		t.c.inflight.Add(1)
+	}
 	resp, err := t.next.RoundTrip(req)
 	switch {
 	case err != nil:
-		t.c.inflight.Add(-1)
+		if inUse {
+			t.c.inflight.Add(-1)
+		}
 		t.c.errors.Add(1)
 		return resp, err
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
 		t.c.errors.Add(1)
 	}
 	t.c.contact.Store(time.Now().UnixNano())
-	resp.Body = &trackedBody{ReadCloser: resp.Body, c: t.c}
+	if inUse {
+		resp.Body = &trackedBody{ReadCloser: resp.Body, c: t.c}
+	}
 	return resp, nil
+}
+
+type backgroundKey struct{}
+
+// Background marks the requests made with ctx as a remote cluster's
+// background work, such as a cache's watches that run as long as the
+// cluster is held: they are counted, but do not keep the cluster in use,
+// so that it is still dropped once no Get asked for it for IdleAfter.
+func Background(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, true)
 }
 
 // trackedBody ends an in-flight request when its body is closed.

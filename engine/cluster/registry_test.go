@@ -30,7 +30,7 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	builds := 0
+	builds, closed := 0, 0
 	now := time.Now()
 	reg, err := cluster.NewRegistry(cp.Client, cp.Client, cluster.RegistryOptions[*kubernetes.Clientset]{
 		Local: func() (*kubernetes.Clientset, error) { return nil, nil },
@@ -39,6 +39,11 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 			builds++
 			mu.Unlock()
 			return kubernetes.NewForConfig(cfg)
+		},
+		Close: func(*kubernetes.Clientset) {
+			mu.Lock()
+			closed++
+			mu.Unlock()
 		},
 		IdleAfter: time.Minute,
 		Now:       func() time.Time { return now },
@@ -92,7 +97,14 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 	}
 	w.Stop()
 
-	// Idle for IdleAfter: dropped.
+	// A background watch (a cache's) does not keep the cluster in use.
+	bw, err := c.Value.CoreV1().ConfigMaps(ns).Watch(cluster.Background(ctx), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Stop()
+
+	// Idle for IdleAfter: dropped, and each dropped value closed.
 	now = now.Add(2 * time.Minute)
 	deadline := time.Now().Add(10 * time.Second)
 	for reg.Sweep() != 0 {
@@ -101,6 +113,21 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // the stopped watch's body closes asynchronously
 	}
+	mu.Lock()
+	if closed != 2 {
+		t.Fatalf("%d values closed, want the 2 dropped", closed)
+	}
+	mu.Unlock()
+	// Close drops a cluster in use too.
+	if _, err := reg.Get(ctx, ns, ref); err != nil || reg.Len() != 1 {
+		t.Fatalf("Get after the sweep: %d held (%v)", reg.Len(), err)
+	}
+	reg.Close()
+	mu.Lock()
+	if reg.Len() != 0 || closed != 3 {
+		t.Fatalf("after Close: %d held, %d closed, want 0 and 3", reg.Len(), closed)
+	}
+	mu.Unlock()
 	local, err := reg.Get(ctx, ns, nil)
 	if err != nil || local.Source != "" {
 		t.Fatalf("the local cluster: %+v %v", local, err)
