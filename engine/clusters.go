@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	"github.com/cozystack/cozy-aio/apply"
@@ -34,6 +35,9 @@ type clusterClients struct {
 	helm     func() (*helm.Manager, error)
 	waiter   func() (*health.Waiter, error)
 	appliers *appliers
+	// probe asks a remote cluster's API server for its version; nil for
+	// the local one.
+	probe func(context.Context) error
 	// stop ends what the clients of a remote cluster run (its Helm
 	// cache's watches) when the registry drops it; nil for the local one.
 	stop func()
@@ -70,6 +74,10 @@ func newClusterRegistry(e *Engine) (*cluster.Registry[*clusterClients], error) {
 // instead of holding it for the release's timeout.
 const remoteUnreachable = 10 * time.Second
 
+// remoteProbeTimeout bounds the question a reconcile asks a remote cluster
+// whose last request got no answer.
+const remoteProbeTimeout = 5 * time.Second
+
 // remoteClients builds the clients of a remote cluster. Its Helm manager
 // has the local one's holder and fencing (the shard Leases live in the
 // management cluster), its own waiter and its own Helm cache (metadata
@@ -101,7 +109,14 @@ func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
 		cancel()
 		return nil, err
 	}
-	return &clusterClients{cfg: cfg, appliers: &appliers{}, stop: cancel,
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rc := dc.RESTClient()
+	probe := func(ctx context.Context) error { return rc.Get().AbsPath("/version").Do(ctx).Error() }
+	return &clusterClients{cfg: cfg, appliers: &appliers{}, stop: cancel, probe: probe,
 		helm:   func() (*helm.Manager, error) { return mgr, nil },
 		waiter: func() (*health.Waiter, error) { return waiter, nil },
 	}, nil
@@ -136,6 +151,20 @@ func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, sel
 	mgr, err := c.Value.helm()
 	if err != nil {
 		return nil, "", failed(meta.ReconciliationFailedReason, err), false
+	}
+	// A remote cluster is asked for its version before its Helm cache is
+	// believed, one request per reconcile: a release of a cluster that went
+	// away must not be confirmed Ready from what the cache last saw
+	// (helm-controller reads the release from the cluster every time). The
+	// cache's watches notice a dead server only when they next reconnect.
+	if c.Value.probe != nil {
+		pctx, cancel := context.WithTimeout(ctx, remoteProbeTimeout)
+		err := c.Value.probe(pctx)
+		cancel()
+		if err != nil {
+			err = remoteError(c.Source, fmt.Errorf("%s: the API server is unreachable: %w", self, err))
+			return nil, "", failed(meta.ReconciliationFailedReason, err), false
+		}
 	}
 	return mgr, c.Source, outcome{}, true
 }

@@ -419,3 +419,55 @@ func coreEventMessage(t *testing.T, ns, name, want string) string {
 	}
 	return ""
 }
+
+// With spec.serviceAccountName beside spec.kubeConfig, the release acts in
+// the remote cluster as that ServiceAccount of the HelmRelease's namespace
+// (impersonated through the kubeconfig's user), as helm-controller does:
+// without rights there it fails naming the account, with them it installs.
+func TestRemoteHelmReleaseImpersonatesItsServiceAccount(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	tenant, kc := tenantCluster(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	startEngine(t, engine.Options{})
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: "apps"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"*"}}}},
+	} {
+		if err := tenant.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hr := remoteRelease(ns, "imp", "tenant", "")
+	hr.Spec.TargetNamespace, hr.Spec.StorageNamespace = "apps", "apps"
+	hr.Spec.Install = &helmv2.Install{}
+	hr.Spec.ServiceAccountName = "deployer"
+	createObjects(t, chartSource(ns, "demo", reg.Host(), "1.0.0"),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns}, Data: map[string][]byte{"value": kc}}, hr)
+	account := "system:serviceaccount:" + ns + ":deployer"
+	waitFor(t, hr, func() bool {
+		r := conditions.Get(hr, meta.ReadyCondition)
+		return r != nil && r.Status == metav1.ConditionFalse && strings.Contains(r.Message, account) &&
+			strings.Contains(r.Message, "forbidden")
+	}, "Ready=False naming "+account+" and forbidden")
+
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: "apps"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "deployer"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "deployer", Namespace: ns}}}
+	if err := tenant.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, hr)
+	waitFor(t, hr, readyIs(hr, true), "Ready=True once the account may write in apps")
+	cm := &corev1.ConfigMap{}
+	if err := tenant.Client.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "imp-settings"}, cm); err != nil {
+		t.Fatalf("the release's ConfigMap in the tenant cluster: %v", err)
+	}
+	var secrets corev1.SecretList
+	if err := tenant.Client.List(ctx, &secrets, client.InNamespace("apps"), client.MatchingLabels{"owner": "helm", "name": "imp"}); err != nil || len(secrets.Items) != 1 {
+		t.Fatalf("release records in apps: %d (%v)", len(secrets.Items), err)
+	}
+}
