@@ -53,28 +53,7 @@ func compareClusterDown(ctx context.Context, o demo.Options) error {
 }
 
 func compareRuns(ctx context.Context, o demo.Options, title string, variants []variant) error {
-	o.Scale = true
-	type row struct {
-		name string
-		res  *demo.Result
-	}
-	var rows []row
-	var errs []error
-	for i, v := range variants {
-		run := o
-		run.WorkDir = ""
-		v.apply(&run)
-		name := fmt.Sprintf("%d. %s", i+1, v.name)
-		fmt.Printf("\n==== %s ====\n", name)
-		res, err := demo.Run(ctx, run)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
-		rows = append(rows, row{name, res})
-		if ctx.Err() != nil {
-			break
-		}
-	}
+	rows, err := runVariants(ctx, o, variants)
 	releases := o.Tenants * o.Releases
 	fmt.Printf("\n== %s: %d tenants × %d releases ==\n", title, o.Tenants, o.Releases)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -100,5 +79,40 @@ func compareRuns(ctx context.Context, o demo.Options, title string, variants []v
 			float64(p.PeakRSS)/(1<<20), p.CPU.Seconds(), p.PerRelease(), tenant, r.res.MachineSpeed)
 	}
 	tw.Flush()
-	return errors.Join(errs...)
+	return err
+}
+
+// ranVariant is the result of one variant's run; res is nil when the run
+// did not start.
+type ranVariant struct {
+	name string
+	res  *demo.Result
+}
+
+// runVariants runs the scale shape once per variant, one after the other,
+// each in a work directory of its own, and returns every run's result
+// with the errors of the runs that failed.
+func runVariants(ctx context.Context, o demo.Options, variants []variant) ([]ranVariant, error) {
+	o.Scale = true
+	var rows []ranVariant
+	var errs []error
+	for i, v := range variants {
+		run := o
+		run.WorkDir = ""
+		v.apply(&run)
+		name := v.name
+		if len(variants) > 2 {
+			name = fmt.Sprintf("%d. %s", i+1, v.name)
+		}
+		fmt.Printf("\n==== %s ====\n", name)
+		res, err := demo.Run(ctx, run)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		rows = append(rows, ranVariant{name, res})
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return rows, errors.Join(errs...)
 }

@@ -85,31 +85,11 @@ func runCurve(ctx context.Context, o demo.Options, sizes, svgPath string) error 
 // compareDefaults runs the scale shape twice in a row: cozy-aio on its
 // defaults, then with the shards and workers of o.
 func compareDefaults(ctx context.Context, o demo.Options) error {
-	o.Scale = true
-	type row struct {
-		name string
-		res  *demo.Result
-	}
-	var rows []row
-	var errs []error
-	for _, defaults := range []bool{true, false} {
-		run := o
-		run.EngineDefaults = defaults
-		run.WorkDir = ""
-		name := fmt.Sprintf("--shards %d --shard-workers %d", o.Shards, o.ShardWorkers)
-		if defaults {
-			name = "defaults (no tuning flags)"
-		}
-		fmt.Printf("\n==== %s ====\n", name)
-		res, err := demo.Run(ctx, run)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
-		rows = append(rows, row{name, res})
-		if ctx.Err() != nil {
-			break
-		}
-	}
+	tuned := fmt.Sprintf("--shards %d --shard-workers %d", o.Shards, o.ShardWorkers)
+	rows, err := runVariants(ctx, o, []variant{
+		{"defaults (no tuning flags)", func(o *demo.Options) { o.EngineDefaults = true }},
+		{tuned, func(o *demo.Options) { o.EngineDefaults = false }},
+	})
 	fmt.Printf("\n== defaults against tuned, one after the other ==\n")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "COZY-AIO\tTIME TO ALL READY\tPEAK RSS\tCPU\tREQUESTS PER RELEASE\tMACHINE SPEED")
@@ -122,5 +102,5 @@ func compareDefaults(ctx context.Context, o demo.Options) error {
 		fmt.Fprintf(tw, "%s\t%.1fs\t%.0f MB\t%.1fs\t%.2f\t%.0f\n", r.name, p.Time.Seconds(), float64(p.PeakRSS)/(1<<20), p.CPU.Seconds(), p.PerRelease(), r.res.MachineSpeed)
 	}
 	tw.Flush()
-	return errors.Join(errs...)
+	return err
 }
