@@ -247,6 +247,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}
+	if err := e.setupConfigWatches(context.Background(), e.kinds()); err != nil {
+		return nil, err
+	}
 	if err := e.setupNotify(); err != nil {
 		return nil, err
 	}

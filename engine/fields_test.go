@@ -86,6 +86,34 @@ var specFields = map[string]specFieldPolicy{
 			return artifactGeneratorUnsupported(&swv1beta1.ArtifactGenerator{Spec: spec.Interface().(swv1beta1.ArtifactGeneratorSpec)})
 		},
 	},
+	sourcev1.HelmRepositoryKind: {
+		spec: reflect.TypeFor[sourcev1.HelmRepositorySpec](),
+		honoured: []string{
+			"url", "secretRef", "certSecretRef", "passCredentials", "interval", "insecure", "timeout", "suspend", "type", "provider",
+		},
+		check: func(spec reflect.Value) error {
+			return helmRepositoryUnsupported(&sourcev1.HelmRepository{Spec: spec.Interface().(sourcev1.HelmRepositorySpec)})
+		},
+	},
+	sourcev1.HelmChartKind: {
+		spec: reflect.TypeFor[sourcev1.HelmChartSpec](),
+		honoured: []string{
+			"chart", "version", "sourceRef", "interval", "reconcileStrategy", "valuesFiles", "ignoreMissingValuesFiles", "suspend",
+		},
+		check: func(spec reflect.Value) error {
+			return helmChartUnsupported(&sourcev1.HelmChart{Spec: spec.Interface().(sourcev1.HelmChartSpec)})
+		},
+	},
+	sourcev1.BucketKind: {
+		spec: reflect.TypeFor[sourcev1.BucketSpec](),
+		honoured: []string{
+			"provider", "bucketName", "endpoint", "insecure", "region", "prefix", "secretRef", "certSecretRef", "proxySecretRef",
+			"interval", "timeout", "ignore", "suspend",
+		},
+		check: func(spec reflect.Value) error {
+			return bucketUnsupported(&sourcev1.Bucket{Spec: spec.Interface().(sourcev1.BucketSpec)})
+		},
+	},
 	// The engine writes ExternalArtifacts (the outputs of generators) and
 	// reads only their status; their one spec field is set by the engine.
 	sourcev1.ExternalArtifactKind: {

@@ -111,7 +111,10 @@ func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGe
 			return nil, nil, failed(meta.ArtifactFailedReason, err), false
 		}
 		roots = append(roots, root)
-		sources[s.Alias] = generate.Source{FS: root.FS(), Revision: art.Revision}
+		// The origin revision is the source artifact's
+		// org.opencontainers.image.revision, as source-watcher reads it.
+		sources[s.Alias] = generate.Source{FS: root.FS(), Revision: art.Revision,
+			OriginRevision: art.Metadata[swv1beta1.ArtifactOriginRevisionAnnotation]}
 	}
 	return sources, done, outcome{}, true
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 func TestArtifactGeneratorFeedsAHelmRelease(t *testing.T) {
@@ -75,5 +76,57 @@ func TestArtifactGeneratorFeedsAHelmRelease(t *testing.T) {
 	}, "upgrade")
 	if !exists(t, cm) || cm.Data["chart"] != "2.0.0" {
 		t.Fatalf("after the upgrade the ConfigMap says %v", cm.Data)
+	}
+}
+
+// An output's originRevision "@alias" sets the ExternalArtifact's
+// org.opencontainers.image.revision to that source's own origin revision
+// (its artifact's annotation of the same name), as source-watcher does.
+func TestArtifactGeneratorOriginRevision(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	const origin = "main@sha1:8a2b5f2c0d1e4f6a7b8c9d0e1f2a3b4c5d6e7f80"
+	if _, err := reg.PushArtifact(ctx, "manifests/app", "v1", map[string]string{"cm.yaml": configMap("cm", ns)},
+		map[string]string{swv1beta1.ArtifactOriginRevisionAnnotation: origin}); err != nil {
+		t.Fatal(err)
+	}
+	startEngine(t, engine.Options{})
+	src := &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: "oci://" + reg.Host() + "/manifests/app", Insecure: true,
+			Interval:  &metav1.Duration{Duration: time.Hour},
+			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
+		},
+	}
+	gen := &swv1beta1.ArtifactGenerator{
+		ObjectMeta: metav1.ObjectMeta{Name: "gen", Namespace: ns},
+		Spec: swv1beta1.ArtifactGeneratorSpec{
+			Sources: []swv1beta1.SourceReference{{Alias: "app", Kind: sourcev1.OCIRepositoryKind, Name: "app"}},
+			OutputArtifacts: []swv1beta1.OutputArtifact{
+				{Name: "with-origin", OriginRevision: "@app", Copy: []swv1beta1.CopyOperation{{From: "@app/**", To: "@artifact/"}}},
+				{Name: "without-origin", Copy: []swv1beta1.CopyOperation{{From: "@app/**", To: "@artifact/"}}},
+			},
+		},
+	}
+	for _, o := range []client.Object{src, gen} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	with := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: "with-origin", Namespace: ns}}
+	waitFor(t, with, func() bool { return with.Status.Artifact != nil && conditions.IsReady(with) }, "an artifact")
+	if got := with.Status.Artifact.Metadata[swv1beta1.ArtifactOriginRevisionAnnotation]; got != origin {
+		t.Fatalf("origin revision = %q, want the source's %q", got, origin)
+	}
+	without := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: "without-origin", Namespace: ns}}
+	waitFor(t, without, func() bool { return without.Status.Artifact != nil && conditions.IsReady(without) }, "an artifact")
+	if got, ok := without.Status.Artifact.Metadata[swv1beta1.ArtifactOriginRevisionAnnotation]; ok {
+		t.Fatalf("an output without originRevision has origin revision %q", got)
 	}
 }

@@ -220,6 +220,13 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		state = helm.State{}
 		obj.Status.LastHandledResetAt = v
 	}
+	// A new generation resets the failure counts, as helm-controller's
+	// MustResetFailures: a spec change that leaves the chart and values
+	// alone (a timeout, disableTakeOwnership, the remediation) is tried
+	// again. The chart and values are in the state's digest.
+	if obj.Status.LastAttemptedGeneration != obj.Generation {
+		state = helm.State{}
+	}
 	rel := helm.Release{
 		Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
 		StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),

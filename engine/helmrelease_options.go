@@ -53,8 +53,8 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 		// Helm 4's rollback has no --recreate-pods.
 		fieldCheck{"spec.rollback.recreate", obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
 		fieldCheck{"spec.rollback.serverSideApply: disabled", obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},
-		fieldCheck{"spec.waitStrategy (other than watcher)", obj.Spec.WaitStrategy != nil &&
-			obj.Spec.WaitStrategy.Name != "" && obj.Spec.WaitStrategy.Name != "watcher"},
+		fieldCheck{"spec.waitStrategy (other than poller or legacy)", obj.Spec.WaitStrategy != nil && obj.Spec.WaitStrategy.Name != "" &&
+			obj.Spec.WaitStrategy.Name != helmv2.WaitStrategyPoller && obj.Spec.WaitStrategy.Name != helmv2.WaitStrategyLegacy},
 		fieldCheck{"spec.install.serverSideApply: false", in.ServerSideApply != nil && !*in.ServerSideApply},
 		fieldCheck{"spec.upgrade.serverSideApply: disabled", up.ServerSideApply == helmv2.ServerSideApplyDisabled},
 		fieldCheck{"spec.upgrade.chartNameChangeStrategy", up.ChartNameChangeStrategy != ""},
@@ -100,10 +100,7 @@ func valuesRefOf(obj *helmv2.HelmRelease, err error) string {
 func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]any) helm.ReconcileOptions {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
 	timeout := obj.GetTimeout()
-	wait := helm.WaitKStatus
-	if in.DisableWait {
-		wait = helm.WaitNone
-	}
+	wait := waitOf(obj, in.DisableWait)
 	// Compiled by checkExpressions in admit already: no error here.
 	checker, _ := healthChecker(obj.Spec.HealthCheckExprs)
 	o := helm.ReconcileOptions{
@@ -122,15 +119,18 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		InstallCRDs:     crdPolicy(in.CRDs, in.SkipCRDs, helm.CRDCreate),
 		UpgradeCRDs:     crdPolicy(up.CRDs, false, helm.CRDSkip),
 		CreateNamespace: in.CreateNamespace,
-		CleanupOnFail:   up.CleanupOnFail,
-		Force:           up.Force,
-		PreserveValues:  up.PreserveValues,
-		Rollback:        rollbackOptions(obj),
-		Install:         installRemediation(in),
-		Upgrade:         upgradeRemediation(up),
-		Test:            testOptions(obj),
-		UpgradeSettings: upgradeSettings(obj),
-		Uninstall:       uninstallOptions(obj),
+		// helm-controller adopts existing objects unless told not to.
+		InstallDisableTakeOwnership: in.DisableTakeOwnership,
+		UpgradeDisableTakeOwnership: up.DisableTakeOwnership,
+		CleanupOnFail:               up.CleanupOnFail,
+		Force:                       up.Force,
+		PreserveValues:              up.PreserveValues,
+		Rollback:                    rollbackOptions(obj),
+		Install:                     installRemediation(in),
+		Upgrade:                     upgradeRemediation(up),
+		Test:                        testOptions(obj),
+		UpgradeSettings:             upgradeSettings(obj),
+		Uninstall:                   uninstallOptions(obj),
 	}
 	for _, r := range obj.GetDriftDetection().Ignore {
 		o.DriftIgnore = append(o.DriftIgnore, ignoreRule(r.Paths, r.Target))
@@ -144,15 +144,26 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 	return o
 }
 
+// waitOf is how an action waits: not at all with its disableWait set,
+// else by spec.waitStrategy, poller (the default) with kstatus and the
+// healthCheckExprs, legacy with Helm 3's readiness rules, as
+// helm-controller does.
+func waitOf(obj *helmv2.HelmRelease, disabled bool) helm.Wait {
+	switch {
+	case disabled:
+		return helm.WaitNone
+	case obj.GetWaitStrategy() == helmv2.WaitStrategyLegacy:
+		return helm.WaitLegacy
+	}
+	return helm.WaitKStatus
+}
+
 // uninstallOptions are spec.uninstall's settings, for the uninstalls
 // that remedy a failure as for the one on deletion (helm-controller's
 // uninstall action reads them in both).
 func uninstallOptions(obj *helmv2.HelmRelease) *helm.UninstallOptions {
 	un := obj.GetUninstall()
-	wait := helm.WaitKStatus
-	if un.DisableWait {
-		wait = helm.WaitNone
-	}
+	wait := waitOf(obj, un.DisableWait)
 	return &helm.UninstallOptions{Timeout: un.GetTimeout(obj.GetTimeout()).Duration, Wait: wait,
 		DisableHooks: un.DisableHooks, KeepHistory: un.KeepHistory, DeletionPropagation: un.GetDeletionPropagation()}
 }
@@ -161,10 +172,7 @@ func uninstallOptions(obj *helmv2.HelmRelease) *helm.UninstallOptions {
 // schema check, as helm-controller sets them on its upgrade action.
 func upgradeSettings(obj *helmv2.HelmRelease) *helm.ActionSettings {
 	up := obj.GetUpgrade()
-	wait := helm.WaitKStatus
-	if up.DisableWait {
-		wait = helm.WaitNone
-	}
+	wait := waitOf(obj, up.DisableWait)
 	return &helm.ActionSettings{
 		Timeout: up.GetTimeout(obj.GetTimeout()).Duration, Wait: wait, WaitForJobs: !up.DisableWaitForJobs,
 		DisableHooks: up.DisableHooks, DisableSchemaValidation: up.DisableSchemaValidation,
@@ -456,10 +464,7 @@ func kustSelector(s *kustomize.Selector) *kusttypes.Selector {
 // force, no cleanupOnFail), never the install's or upgrade's settings.
 func rollbackOptions(obj *helmv2.HelmRelease) *helm.RollbackOptions {
 	rb := obj.GetRollback()
-	wait := helm.WaitKStatus
-	if rb.DisableWait {
-		wait = helm.WaitNone
-	}
+	wait := waitOf(obj, rb.DisableWait)
 	return &helm.RollbackOptions{
 		Timeout:       rb.GetTimeout(obj.GetTimeout()).Duration,
 		Wait:          wait,

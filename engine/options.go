@@ -65,6 +65,14 @@ type Options struct {
 	// without a default a build error, as kustomize-controller's
 	// StrictPostBuildSubstitutions feature gate. Default: false.
 	StrictSubstitutions bool
+	// WatchConfigsSelector is the label selector of the ConfigMaps and
+	// Secrets whose changes reconcile at once the HelmReleases and
+	// Kustomizations that read them (valuesFrom, postBuild.substituteFrom,
+	// decryption.secretRef, kubeConfig), as Flux's
+	// --watch-configs-label-selector; WatchAllConfigs selects every one,
+	// WatchNoConfigs none. Default: DefaultWatchConfigsSelector
+	// (reconcile.fluxcd.io/watch=Enabled).
+	WatchConfigsSelector string
 	// DefaultServiceAccount is used in restricted mode. Default: "default".
 	DefaultServiceAccount string
 	// RemoteClusters says what the kubeconfigs of spec.kubeConfig may
@@ -135,6 +143,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DefaultServiceAccount == "" {
 		o.DefaultServiceAccount = "default"
+	}
+	if o.WatchConfigsSelector == "" {
+		o.WatchConfigsSelector = DefaultWatchConfigsSelector
 	}
 	if o.FieldManager == "" {
 		o.FieldManager = apply.DefaultFieldManager

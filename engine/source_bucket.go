@@ -26,14 +26,20 @@ func (r *bucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		})
 }
 
-func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, sobj source.Object) outcome {
-	e := r.e
+// bucketUnsupported names the fields of a Bucket the engine does not
+// honour.
+func bucketUnsupported(obj *sourcev1.Bucket) error {
 	provider := obj.Spec.Provider
-	if err := unsupported(sourcev1.BucketKind,
+	return unsupported(sourcev1.BucketKind,
 		fieldCheck{fmt.Sprintf("spec.provider (%s)", provider), provider != "" && provider != sourcev1.BucketProviderGeneric},
 		fieldCheck{"spec.sts", obj.Spec.STS != nil},
 		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
-	); err != nil {
+	)
+}
+
+func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, sobj source.Object) outcome {
+	e := r.e
+	if err := bucketUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, fmt.Errorf("%s/%s/%s: %w", sourcev1.BucketKind, obj.Namespace, obj.Name, err))
 	}
 	opts, err := r.options(ctx, obj)

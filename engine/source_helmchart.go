@@ -70,12 +70,18 @@ type builtChart struct {
 	valuesFiles    []string
 }
 
+// helmChartUnsupported names the fields of a HelmChart the engine does
+// not honour.
+func helmChartUnsupported(obj *sourcev1.HelmChart) error {
+	return unsupported(sourcev1.HelmChartKind,
+		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
+	)
+}
+
 func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmChart, sobj source.Object) outcome {
 	e := r.e
 	self := nodeRef{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
-	if err := unsupported(sourcev1.HelmChartKind,
-		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
-	); err != nil {
+	if err := helmChartUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
 	sr := obj.Spec.SourceRef

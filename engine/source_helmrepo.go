@@ -43,13 +43,19 @@ func (r *helmRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return res, err
 }
 
+// helmRepositoryUnsupported names the fields of a HelmRepository the
+// engine does not honour.
+func helmRepositoryUnsupported(obj *sourcev1.HelmRepository) error {
+	return unsupported(sourcev1.HelmRepositoryKind,
+		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
+		fieldCheck{"spec.accessFrom", obj.Spec.AccessFrom != nil},
+	)
+}
+
 func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmRepository, sobj source.Object) outcome {
 	e := r.e
 	self := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
-	if err := unsupported(sourcev1.HelmRepositoryKind,
-		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
-		fieldCheck{"spec.accessFrom", obj.Spec.AccessFrom != nil},
-	); err != nil {
+	if err := helmRepositoryUnsupported(obj); err != nil {
 		return stalled(UnsupportedFieldReason, err)
 	}
 	if obj.Spec.Type == sourcev1.HelmRepositoryTypeOCI {

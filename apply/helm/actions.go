@@ -31,11 +31,19 @@ const (
 	WaitKStatus Wait = ""
 	// WaitNone waits for hooks only.
 	WaitNone Wait = "none"
+	// WaitLegacy waits with Helm 3's readiness rules (polling; Pods,
+	// Deployments, Services, Jobs and PVCs by their own conditions), as
+	// helm-controller's waitStrategy legacy. Health checkers are not
+	// used.
+	WaitLegacy Wait = "legacy"
 )
 
 func (w Wait) strategy() kube.WaitStrategy {
-	if w == WaitNone {
+	switch w {
+	case WaitNone:
 		return kube.HookOnlyStrategy
+	case WaitLegacy:
+		return kube.LegacyStrategy
 	}
 	return kube.StatusWatcherStrategy
 }
@@ -99,6 +107,11 @@ type InstallOptions struct {
 	CRDs CRDPolicy
 	// CreateNamespace creates the release namespace. Default: false.
 	CreateNamespace bool
+	// DisableTakeOwnership refuses objects that exist without this
+	// release's ownership annotations, as the helm CLI does. Default:
+	// false, they are adopted (helm-controller installs with Helm's
+	// TakeOwnership unless spec.install.disableTakeOwnership).
+	DisableTakeOwnership bool
 }
 
 // UpgradeOptions configures Upgrade.
@@ -113,6 +126,10 @@ type UpgradeOptions struct {
 	// PreserveValues reuses the values of the last release under
 	// Spec.Values (Helm's --reuse-values). Default: false.
 	PreserveValues bool
+	// DisableTakeOwnership refuses objects new to the release that exist
+	// without its ownership annotations. Default: false, they are adopted
+	// (helm-controller: spec.upgrade.disableTakeOwnership).
+	DisableTakeOwnership bool
 }
 
 // RollbackOptions configures Rollback.
@@ -234,7 +251,7 @@ func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, err
 	}
 	var out *releasev1.Release
 	err = s.step(ActionInstall, func() error {
-		if err := s.applyCRDs(p.chart, o.CRDs.or(CRDCreate), o.timeout()); err != nil {
+		if err := s.applyCRDs(p, o.CRDs.or(CRDCreate), o.timeout()); err != nil {
 			return err
 		}
 		in := action.NewInstall(s.cfg)
@@ -249,6 +266,7 @@ func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, err
 		// the cluster's OpenAPI documents on every action.
 		in.DisableOpenAPIValidation = true
 		in.CreateNamespace = o.CreateNamespace
+		in.TakeOwnership = !o.DisableTakeOwnership
 		in.Replace = replace
 		in.Labels = map[string]string{LabelDigest: p.digest}
 		if !o.PostRender.isZero() {
@@ -264,7 +282,7 @@ func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, err
 func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, error) {
 	var out *releasev1.Release
 	err := s.step(ActionUpgrade, func() error {
-		if err := s.applyCRDs(p.chart, o.CRDs.or(CRDSkip), o.timeout()); err != nil {
+		if err := s.applyCRDs(p, o.CRDs.or(CRDSkip), o.timeout()); err != nil {
 			return err
 		}
 		up := action.NewUpgrade(s.cfg)
@@ -277,6 +295,7 @@ func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, err
 		up.DisableOpenAPIValidation = true // see install
 		up.MaxHistory = maxHistory(o.MaxHistory)
 		up.CleanupOnFail, up.ForceReplace = o.CleanupOnFail, o.Force
+		up.TakeOwnership = !o.DisableTakeOwnership
 		// The caller's layers are the whole truth, unless asked to
 		// preserve the last release's values (spec.upgrade.preserveValues).
 		up.ResetValues, up.ReuseValues = !o.PreserveValues, o.PreserveValues

@@ -122,9 +122,10 @@ func TestCacheAnswersWhatDoesNotExist(t *testing.T) {
 		t.Error("Answered() = 0")
 	}
 
-	// The watch listed "taken": Helm reads it and refuses it.
+	// The watch listed "taken": Helm reads it and, told not to take
+	// ownership, refuses it.
 	log.reset()
-	_, err := m.Install(ctx, helm.Release{Name: "taken", Namespace: ns}, helm.InstallOptions{Spec: spec})
+	_, err := m.Install(ctx, helm.Release{Name: "taken", Namespace: ns}, helm.InstallOptions{Spec: spec, DisableTakeOwnership: true})
 	if err == nil || !strings.Contains(err.Error(), "cannot be imported") {
 		t.Fatalf("install over an object Helm does not own: %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,32 +38,51 @@ func (p CRDPolicy) or(def CRDPolicy) CRDPolicy {
 	return p
 }
 
-// applyCRDs applies the chart's CRDs (its subcharts' too) by policy, waits
-// until they are established and refreshes discovery, so that the chart's
-// custom resources map.
-func (s *session) applyCRDs(ch *chartv2.Chart, p CRDPolicy, timeout time.Duration) error {
-	if p == CRDSkip {
+// applyCRDs applies the CRDs of the chart's crds/ directory and of the
+// subcharts its values enable (Helm's conditions and tags, evaluated as
+// Helm's install does), by policy, waits until they are established and
+// refreshes discovery, so that the chart's custom resources map. Objects
+// other than CRDs in a crds/ directory are left out with a log line, as
+// helm-controller does.
+func (s *session) applyCRDs(p prepared, policy CRDPolicy, timeout time.Duration) error {
+	if policy == CRDSkip {
 		return nil
 	}
-	if p != CRDCreate && p != CRDCreateReplace {
-		return fmt.Errorf("unknown CRD policy %q", p)
+	if policy != CRDCreate && policy != CRDCreateReplace {
+		return fmt.Errorf("unknown CRD policy %q", policy)
 	}
-	crds := ch.CRDObjects()
-	if len(crds) == 0 {
+	if len(p.chart.CRDObjects()) == 0 {
 		return nil
+	}
+	// The chart is this action's copy: Helm's install and upgrade process
+	// the dependencies again, to the same result.
+	if err := chartutil.ProcessDependencies(p.chart, p.values); err != nil {
+		return fmt.Errorf("processing the chart's dependencies: %w", err)
 	}
 	var all kube.ResourceList
-	for _, c := range crds {
+	var skipped []string
+	for _, c := range p.chart.CRDObjects() {
 		infos, err := s.kc.Build(bytes.NewReader(c.File.Data), false)
 		if err != nil {
 			return fmt.Errorf("CRD file %s: %w", c.Filename, err)
 		}
 		for _, info := range infos {
-			if err := applyCRD(info, p); err != nil {
+			if gvk := info.Mapping.GroupVersionKind; gvk.Group != "apiextensions.k8s.io" || gvk.Kind != "CustomResourceDefinition" {
+				skipped = append(skipped, fmt.Sprintf("%s %s in %s", gvk.Kind, info.Name, c.Filename))
+				continue
+			}
+			if err := applyCRD(info, policy); err != nil {
 				return fmt.Errorf("CRD %s from %s: %w", info.Name, c.Filename, err)
 			}
+			all = append(all, info)
 		}
-		all = append(all, infos...)
+	}
+	if len(skipped) > 0 {
+		s.m.log.Warn("ignoring objects that are not CRDs in the chart's crds/ directory; move them to templates/",
+			"release", s.rel.String(), "objects", skipped)
+	}
+	if len(all) == 0 {
+		return nil
 	}
 	w, err := s.kc.GetWaiterWithOptions(kube.StatusWatcherStrategy, s.waitOptions()...)
 	if err != nil {

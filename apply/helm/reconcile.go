@@ -21,6 +21,11 @@ type ReconcileOptions struct {
 	// CreateNamespace creates the release namespace on install.
 	// Default: false.
 	CreateNamespace bool
+	// InstallDisableTakeOwnership and UpgradeDisableTakeOwnership refuse
+	// existing objects the release does not own, on install and on
+	// upgrade (see InstallOptions.DisableTakeOwnership). Default: false,
+	// they are adopted, as helm-controller does.
+	InstallDisableTakeOwnership, UpgradeDisableTakeOwnership bool
 	// CleanupOnFail deletes objects created by a failed upgrade.
 	// Default: false.
 	CleanupOnFail bool
@@ -200,10 +205,12 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	o.starting(a, spec.timeout())
 	var res Result
 	if a == ActionInstall {
-		r, ierr := s.install(InstallOptions{Spec: spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace}, p)
+		r, ierr := s.install(InstallOptions{Spec: spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace,
+			DisableTakeOwnership: o.InstallDisableTakeOwnership}, p)
 		res, err = resultOf(a, r), ierr
 	} else {
-		r, uerr := s.upgrade(UpgradeOptions{Spec: spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues}, p)
+		r, uerr := s.upgrade(UpgradeOptions{Spec: spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues,
+			DisableTakeOwnership: o.UpgradeDisableTakeOwnership}, p)
 		res, err = resultOf(a, r), uerr
 	}
 	out.Steps = append(out.Steps, res)

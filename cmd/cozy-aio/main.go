@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cozystack/cozy-aio/bootstrap"
+	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/internal/residency"
 )
 
@@ -86,6 +87,8 @@ type runFlags struct {
 	opts                   bootstrap.RunOptions
 	shards, logFmt, logLvl string
 	qps                    float64
+	// watchConfigs is --watch-configs-label-selector.
+	watchConfigs string
 	// gcPercent is --gc-percent; gcPercentGiven tells whether the command
 	// line or COZY_AIO_GC_PERCENT gave it.
 	gcPercent      int
@@ -135,6 +138,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.BoolVar(&o.Engine.AllowRemoteBases, "allow-remote-bases", false, "let kustomizations use remote bases")
 	fs.BoolVar(&o.Engine.RemoteClusters.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfigs of spec.kubeConfig run exec plugins (as Flux's flag of the same name)")
 	fs.BoolVar(&o.Engine.RemoteClusters.AllowInsecureTLS, "insecure-kubeconfig-tls", false, "let the kubeconfigs of spec.kubeConfig skip TLS verification (as Flux's flag of the same name)")
+	fs.StringVar(&f.watchConfigs, "watch-configs-label-selector", engine.DefaultWatchConfigsSelector, "ConfigMaps and Secrets whose changes reconcile the HelmReleases and Kustomizations that read them at once, as Flux's flag (empty: all; -: none)")
 	fs.BoolVar(&o.Engine.StrictSubstitutions, "strict-substitutions", false, "fail a Kustomization whose postBuild ${var} has no value and no default, as Flux's StrictPostBuildSubstitutions feature gate")
 	fs.BoolVar(&o.Engine.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --health-addr")
 	fs.StringVar(&o.Engine.HolderID, "replica-id", defaultReplicaID(), "this replica's identity, in its Leases and on the Helm releases it writes (default: $NODE_NAME, else the host name)")
@@ -165,6 +169,10 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	}
 	o.SkipNetworkPhase = !*networkPhase
 	o.Engine.KubeAPIQPS = float32(f.qps)
+	o.Engine.WatchConfigsSelector = f.watchConfigs
+	if f.watchConfigs == "" {
+		o.Engine.WatchConfigsSelector = engine.WatchAllConfigs // Flux: an empty selector selects all
+	}
 	if f.shards != "auto" {
 		n, err := strconv.Atoi(f.shards)
 		if err != nil || n < 1 {
