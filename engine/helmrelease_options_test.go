@@ -80,3 +80,94 @@ func TestUninstallOptionsAsFlux(t *testing.T) {
 		t.Fatalf("uninstall %+v, want %+v", got, want)
 	}
 }
+
+// TestEachHelmReleaseFieldReachesItsAction sets one honoured spec field at
+// a time to a value other than its default and checks that the options the
+// engine gives apply/helm change accordingly: a field the engine stopped
+// reading fails here. (What apply/helm does with each option is tested in
+// its own package against a real API server.)
+func TestEachHelmReleaseFieldReachesItsAction(t *testing.T) {
+	yes := true
+	for _, c := range []struct {
+		field string
+		set   func(*helmv2.HelmRelease)
+		ok    func(helm.ReconcileOptions) bool
+	}{
+		{"install.timeout", func(h *helmv2.HelmRelease) { h.Spec.Install.Timeout = &metav1.Duration{Duration: 42 * time.Second} },
+			func(o helm.ReconcileOptions) bool { return o.Timeout == 42*time.Second }},
+		{"install.disableWaitForJobs", func(h *helmv2.HelmRelease) { h.Spec.Install.DisableWaitForJobs = true },
+			func(o helm.ReconcileOptions) bool { return !o.WaitForJobs }},
+		{"install.disableSchemaValidation", func(h *helmv2.HelmRelease) { h.Spec.Install.DisableSchemaValidation = true },
+			func(o helm.ReconcileOptions) bool { return o.DisableSchemaValidation }},
+		{"install.crds", func(h *helmv2.HelmRelease) { h.Spec.Install.CRDs = helmv2.CreateReplace },
+			func(o helm.ReconcileOptions) bool { return o.InstallCRDs == helm.CRDCreateReplace }},
+		{"install.skipCRDs", func(h *helmv2.HelmRelease) { h.Spec.Install.SkipCRDs = true },
+			func(o helm.ReconcileOptions) bool { return o.InstallCRDs == helm.CRDSkip }},
+		{"install.createNamespace", func(h *helmv2.HelmRelease) { h.Spec.Install.CreateNamespace = true },
+			func(o helm.ReconcileOptions) bool { return o.CreateNamespace }},
+		{"install.disableTakeOwnership", func(h *helmv2.HelmRelease) { h.Spec.Install.DisableTakeOwnership = true },
+			func(o helm.ReconcileOptions) bool { return o.InstallDisableTakeOwnership && !o.UpgradeDisableTakeOwnership }},
+		{"install.remediation.retries", func(h *helmv2.HelmRelease) { h.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3} },
+			func(o helm.ReconcileOptions) bool { return o.Install.Retries == 3 }},
+		{"install.remediation.remediateLastFailure", func(h *helmv2.HelmRelease) {
+			h.Spec.Install.Remediation = &helmv2.InstallRemediation{RemediateLastFailure: &yes}
+		}, func(o helm.ReconcileOptions) bool { return o.Install.RemediateLastFailure != nil && *o.Install.RemediateLastFailure }},
+		{"install.strategy", func(h *helmv2.HelmRelease) {
+			h.Spec.Install.Strategy = &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: &metav1.Duration{Duration: 7 * time.Second}}
+		}, func(o helm.ReconcileOptions) bool { return o.Install.Strategy == helm.RetryOnFailure && o.Install.RetryInterval == 7*time.Second }},
+		{"upgrade.force", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.Force = true },
+			func(o helm.ReconcileOptions) bool { return o.Force }},
+		{"upgrade.cleanupOnFail", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.CleanupOnFail = true },
+			func(o helm.ReconcileOptions) bool { return o.CleanupOnFail }},
+		{"upgrade.crds", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.CRDs = helmv2.CreateReplace },
+			func(o helm.ReconcileOptions) bool { return o.UpgradeCRDs == helm.CRDCreateReplace }},
+		{"upgrade.disableWait", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.DisableWait = true },
+			func(o helm.ReconcileOptions) bool { return o.UpgradeSettings.Wait == helm.WaitNone && o.Wait == helm.WaitKStatus }},
+		{"upgrade.disableHooks", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.DisableHooks = true },
+			func(o helm.ReconcileOptions) bool { return o.UpgradeSettings.DisableHooks && !o.DisableHooks }},
+		{"upgrade.disableTakeOwnership", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.DisableTakeOwnership = true },
+			func(o helm.ReconcileOptions) bool { return o.UpgradeDisableTakeOwnership && !o.InstallDisableTakeOwnership }},
+		{"upgrade.preserveValues", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.PreserveValues = true },
+			func(o helm.ReconcileOptions) bool { return o.PreserveValues }},
+		{"upgrade.strategy", func(h *helmv2.HelmRelease) {
+			h.Spec.Upgrade.Strategy = &helmv2.UpgradeStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure)}
+		}, func(o helm.ReconcileOptions) bool { return o.Upgrade.Strategy == helm.RetryOnFailure }},
+		{"upgrade.remediation.strategy", func(h *helmv2.HelmRelease) {
+			s := helmv2.UninstallRemediationStrategy
+			h.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1, Strategy: &s}
+		}, func(o helm.ReconcileOptions) bool { return o.Upgrade.Remedy == helm.ActionUninstall && o.Upgrade.Retries == 1 }},
+		{"upgrade.remediation.ignoreTestFailures", func(h *helmv2.HelmRelease) {
+			h.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{IgnoreTestFailures: &yes}
+		}, func(o helm.ReconcileOptions) bool { return o.Upgrade.IgnoreTestFailures != nil && *o.Upgrade.IgnoreTestFailures }},
+		{"maxHistory", func(h *helmv2.HelmRelease) { n := 2; h.Spec.MaxHistory = &n },
+			func(o helm.ReconcileOptions) bool { return o.MaxHistory == 2 && o.Rollback.MaxHistory == 2 }},
+		{"waitStrategy legacy", func(h *helmv2.HelmRelease) { h.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: helmv2.WaitStrategyLegacy} },
+			func(o helm.ReconcileOptions) bool {
+				return o.Wait == helm.WaitLegacy && o.UpgradeSettings.Wait == helm.WaitLegacy && o.Rollback.Wait == helm.WaitLegacy && o.Uninstall.Wait == helm.WaitLegacy
+			}},
+		{"waitStrategy legacy with install.disableWait", func(h *helmv2.HelmRelease) {
+			h.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: helmv2.WaitStrategyLegacy}
+			h.Spec.Install.DisableWait = true
+		}, func(o helm.ReconcileOptions) bool { return o.Wait == helm.WaitNone && o.UpgradeSettings.Wait == helm.WaitLegacy }},
+		{"driftDetection.mode warn", func(h *helmv2.HelmRelease) {
+			h.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionWarn}
+		}, func(o helm.ReconcileOptions) bool { return o.Drift == helm.DriftDetect }},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			base := func() *helmv2.HelmRelease {
+				return &helmv2.HelmRelease{Spec: helmv2.HelmReleaseSpec{Install: &helmv2.Install{}, Upgrade: &helmv2.Upgrade{}}}
+			}
+			if c.ok(helmOptions(base(), "", nil)) {
+				t.Fatalf("the check holds without %s: it tests nothing", c.field)
+			}
+			hr := base()
+			c.set(hr)
+			if err := helmReleaseUnsupported(hr); err != nil {
+				t.Fatalf("%s is rejected: %v", c.field, err)
+			}
+			if !c.ok(helmOptions(hr, "", nil)) {
+				t.Fatalf("%s did not reach the options: %+v", c.field, helmOptions(hr, "", nil))
+			}
+		})
+	}
+}
