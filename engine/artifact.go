@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,7 +65,15 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return source.Artifact{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source %s not found", self, srcRef)), false
+			// helm- and kustomize-controller mark Ready=False and retry,
+			// recording no Event: a source created with or after its
+			// users (Cozystack's operator creates an ArtifactGenerator
+			// and the HelmReleases of its ExternalArtifacts together) is
+			// not there yet, which they do not report. source-watcher
+			// and source-controller's HelmChart record a Warning.
+			out := failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source %s not found", self, srcRef))
+			out.quiet = self.Kind == helmv2.HelmReleaseKind || self.Kind == kustomizev1.KustomizationKind
+			return source.Artifact{}, out, false
 		}
 		return source.Artifact{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: reading source %s: %w", self, srcRef, err)), false
 	}

@@ -37,6 +37,9 @@ type outcome struct {
 	waiting bool
 	// requeueAfter overrides the interval when set.
 	requeueAfter time.Duration
+	// quiet records no Event for the Ready condition it sets, where Flux's
+	// controllers record none (a source that does not exist yet).
+	quiet bool
 }
 
 func succeeded(msg string, args ...any) outcome {
@@ -147,7 +150,7 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 func (e *Engine) emit(kind string, obj, orig object, out outcome) {
 	before := conditions.Get(orig, meta.ReadyCondition)
 	after := conditions.Get(obj, meta.ReadyCondition)
-	if after == nil || (before != nil && before.Status == after.Status && before.Message == after.Message) {
+	if out.quiet || after == nil || (before != nil && before.Status == after.Status && before.Message == after.Message) {
 		return
 	}
 	typ := corev1.EventTypeNormal
