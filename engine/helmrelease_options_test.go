@@ -106,15 +106,21 @@ func TestEachHelmReleaseFieldReachesItsAction(t *testing.T) {
 		{"install.createNamespace", func(h *helmv2.HelmRelease) { h.Spec.Install.CreateNamespace = true },
 			func(o helm.ReconcileOptions) bool { return o.CreateNamespace }},
 		{"install.disableTakeOwnership", func(h *helmv2.HelmRelease) { h.Spec.Install.DisableTakeOwnership = true },
-			func(o helm.ReconcileOptions) bool { return o.InstallDisableTakeOwnership && !o.UpgradeDisableTakeOwnership }},
+			func(o helm.ReconcileOptions) bool {
+				return o.InstallDisableTakeOwnership && !o.UpgradeDisableTakeOwnership
+			}},
 		{"install.remediation.retries", func(h *helmv2.HelmRelease) { h.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3} },
 			func(o helm.ReconcileOptions) bool { return o.Install.Retries == 3 }},
 		{"install.remediation.remediateLastFailure", func(h *helmv2.HelmRelease) {
 			h.Spec.Install.Remediation = &helmv2.InstallRemediation{RemediateLastFailure: &yes}
-		}, func(o helm.ReconcileOptions) bool { return o.Install.RemediateLastFailure != nil && *o.Install.RemediateLastFailure }},
+		}, func(o helm.ReconcileOptions) bool {
+			return o.Install.RemediateLastFailure != nil && *o.Install.RemediateLastFailure
+		}},
 		{"install.strategy", func(h *helmv2.HelmRelease) {
 			h.Spec.Install.Strategy = &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: &metav1.Duration{Duration: 7 * time.Second}}
-		}, func(o helm.ReconcileOptions) bool { return o.Install.Strategy == helm.RetryOnFailure && o.Install.RetryInterval == 7*time.Second }},
+		}, func(o helm.ReconcileOptions) bool {
+			return o.Install.Strategy == helm.RetryOnFailure && o.Install.RetryInterval == 7*time.Second
+		}},
 		{"upgrade.force", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.Force = true },
 			func(o helm.ReconcileOptions) bool { return o.Force }},
 		{"upgrade.cleanupOnFail", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.CleanupOnFail = true },
@@ -122,11 +128,15 @@ func TestEachHelmReleaseFieldReachesItsAction(t *testing.T) {
 		{"upgrade.crds", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.CRDs = helmv2.CreateReplace },
 			func(o helm.ReconcileOptions) bool { return o.UpgradeCRDs == helm.CRDCreateReplace }},
 		{"upgrade.disableWait", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.DisableWait = true },
-			func(o helm.ReconcileOptions) bool { return o.UpgradeSettings.Wait == helm.WaitNone && o.Wait == helm.WaitKStatus }},
+			func(o helm.ReconcileOptions) bool {
+				return o.UpgradeSettings.Wait == helm.WaitNone && o.Wait == helm.WaitKStatus
+			}},
 		{"upgrade.disableHooks", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.DisableHooks = true },
 			func(o helm.ReconcileOptions) bool { return o.UpgradeSettings.DisableHooks && !o.DisableHooks }},
 		{"upgrade.disableTakeOwnership", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.DisableTakeOwnership = true },
-			func(o helm.ReconcileOptions) bool { return o.UpgradeDisableTakeOwnership && !o.InstallDisableTakeOwnership }},
+			func(o helm.ReconcileOptions) bool {
+				return o.UpgradeDisableTakeOwnership && !o.InstallDisableTakeOwnership
+			}},
 		{"upgrade.preserveValues", func(h *helmv2.HelmRelease) { h.Spec.Upgrade.PreserveValues = true },
 			func(o helm.ReconcileOptions) bool { return o.PreserveValues }},
 		{"upgrade.strategy", func(h *helmv2.HelmRelease) {
@@ -135,20 +145,28 @@ func TestEachHelmReleaseFieldReachesItsAction(t *testing.T) {
 		{"upgrade.remediation.strategy", func(h *helmv2.HelmRelease) {
 			s := helmv2.UninstallRemediationStrategy
 			h.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1, Strategy: &s}
-		}, func(o helm.ReconcileOptions) bool { return o.Upgrade.Remedy == helm.ActionUninstall && o.Upgrade.Retries == 1 }},
+		}, func(o helm.ReconcileOptions) bool {
+			return o.Upgrade.Remedy == helm.ActionUninstall && o.Upgrade.Retries == 1
+		}},
 		{"upgrade.remediation.ignoreTestFailures", func(h *helmv2.HelmRelease) {
 			h.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{IgnoreTestFailures: &yes}
-		}, func(o helm.ReconcileOptions) bool { return o.Upgrade.IgnoreTestFailures != nil && *o.Upgrade.IgnoreTestFailures }},
+		}, func(o helm.ReconcileOptions) bool {
+			return o.Upgrade.IgnoreTestFailures != nil && *o.Upgrade.IgnoreTestFailures
+		}},
 		{"maxHistory", func(h *helmv2.HelmRelease) { n := 2; h.Spec.MaxHistory = &n },
 			func(o helm.ReconcileOptions) bool { return o.MaxHistory == 2 && o.Rollback.MaxHistory == 2 }},
-		{"waitStrategy legacy", func(h *helmv2.HelmRelease) { h.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: helmv2.WaitStrategyLegacy} },
+		{"waitStrategy legacy", func(h *helmv2.HelmRelease) {
+			h.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: helmv2.WaitStrategyLegacy}
+		},
 			func(o helm.ReconcileOptions) bool {
 				return o.Wait == helm.WaitLegacy && o.UpgradeSettings.Wait == helm.WaitLegacy && o.Rollback.Wait == helm.WaitLegacy && o.Uninstall.Wait == helm.WaitLegacy
 			}},
 		{"waitStrategy legacy with install.disableWait", func(h *helmv2.HelmRelease) {
 			h.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: helmv2.WaitStrategyLegacy}
 			h.Spec.Install.DisableWait = true
-		}, func(o helm.ReconcileOptions) bool { return o.Wait == helm.WaitNone && o.UpgradeSettings.Wait == helm.WaitLegacy }},
+		}, func(o helm.ReconcileOptions) bool {
+			return o.Wait == helm.WaitNone && o.UpgradeSettings.Wait == helm.WaitLegacy
+		}},
 		{"driftDetection.mode warn", func(h *helmv2.HelmRelease) {
 			h.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionWarn}
 		}, func(o helm.ReconcileOptions) bool { return o.Drift == helm.DriftDetect }},
