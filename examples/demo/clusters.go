@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -50,6 +51,35 @@ func compareClusterDown(ctx context.Context, o demo.Options) error {
 	}}
 	return compareRuns(ctx, o, "one tenant cluster down against all up, one after the other in both orders",
 		[]variant{up, down, down, up})
+}
+
+// compareFlux runs the scale shape with every tenant's releases on a
+// tenant cluster of its own four times: cozy-aio, Flux's source-controller
+// and helm-controller (binaries in dir, built from their module source),
+// again, cozy-aio (DEMO_COMPARE_FLUX=1).
+func compareFlux(ctx context.Context, o demo.Options, dir string) error {
+	if dir == "" {
+		return errors.New("-compare-flux needs -flux-dir (DEMO_FLUX_DIR): a directory with source-controller and helm-controller")
+	}
+	f := fluxControllers(dir)
+	for _, b := range []string{f.SourceController, f.HelmController} {
+		if _, err := os.Stat(b); err != nil {
+			return err
+		}
+	}
+	cozy := variant{fmt.Sprintf("cozy-aio (%d tenant clusters)", o.Tenants), func(o *demo.Options) {
+		o.Clusters, o.ClusterDown = o.Tenants, demo.ClusterDownNone
+	}}
+	flux := variant{fmt.Sprintf("Flux source- and helm-controller (%d tenant clusters)", o.Tenants), func(o *demo.Options) {
+		o.Clusters, o.ClusterDown, o.Flux = o.Tenants, demo.ClusterDownNone, f
+	}}
+	return compareRuns(ctx, o, "cozy-aio against Flux on remote releases, one after the other in both orders",
+		[]variant{cozy, flux, flux, cozy})
+}
+
+// fluxControllers are Flux's source-controller and helm-controller in dir.
+func fluxControllers(dir string) *demo.FluxControllers {
+	return &demo.FluxControllers{SourceController: filepath.Join(dir, "source-controller"), HelmController: filepath.Join(dir, "helm-controller")}
 }
 
 func compareRuns(ctx context.Context, o demo.Options, title string, variants []variant) error {

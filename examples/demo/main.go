@@ -24,7 +24,9 @@
 // DEMO_COMPARE_REMOTE=1 (four runs: local, remote, remote, local; remote
 // puts each tenant's releases on a tenant cluster of its own) and
 // DEMO_COMPARE_DOWN=1 (four runs with a tenant cluster per tenant: all up,
-// the last one down, again, all up).
+// the last one down, again, all up) and DEMO_COMPARE_FLUX=1 with
+// DEMO_FLUX_DIR (four runs with a tenant cluster per tenant: cozy-aio,
+// Flux's source-controller and helm-controller, again, cozy-aio).
 package main
 
 import (
@@ -70,6 +72,8 @@ func main() {
 	compare := flag.Bool("compare-defaults", os.Getenv("DEMO_COMPARE_DEFAULTS") == "1", "two runs: cozy-aio's defaults, then -shards and -shard-workers (DEMO_COMPARE_DEFAULTS=1)")
 	compareRemoteRuns := flag.Bool("compare-remote", os.Getenv("DEMO_COMPARE_REMOTE") == "1", "scale shape: four runs, local, remote, remote, local: each tenant's releases in the management cluster, or on a tenant cluster of its own (DEMO_COMPARE_REMOTE=1)")
 	compareDown := flag.Bool("compare-down", os.Getenv("DEMO_COMPARE_DOWN") == "1", "scale shape: four runs with a tenant cluster per tenant, all up, one down, one down, all up (DEMO_COMPARE_DOWN=1)")
+	compareFluxRuns := flag.Bool("compare-flux", os.Getenv("DEMO_COMPARE_FLUX") == "1", "scale shape: four runs, cozy-aio, Flux, Flux, cozy-aio, each tenant's releases on a tenant cluster of its own; needs -flux-dir (DEMO_COMPARE_FLUX=1)")
+	fluxDir := flag.String("flux-dir", os.Getenv("DEMO_FLUX_DIR"), "a directory with Flux's source-controller and helm-controller binaries, built from their module source: the scale shape runs them in place of cozy-aio (DEMO_FLUX_DIR)")
 	curve := flag.String("curve", os.Getenv("DEMO_CURVE"), "scale shape: sizes in releases, comma-separated; one run each (DEMO_CURVE)")
 	svg := flag.String("curve-svg", envString("DEMO_CURVE_SVG", "docs/benchmarks/scale-curve.svg"), "where -curve writes its chart (DEMO_CURVE_SVG)")
 	flag.Parse()
@@ -81,6 +85,9 @@ func main() {
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *fluxDir != "" && !*compareFluxRuns {
+		o.Flux = fluxControllers(*fluxDir)
+	}
 	var err error
 	switch {
 	case *curve != "":
@@ -91,6 +98,8 @@ func main() {
 		err = compareRemote(ctx, o)
 	case *compareDown:
 		err = compareClusterDown(ctx, o)
+	case *compareFluxRuns:
+		err = compareFlux(ctx, o, *fluxDir)
 	default:
 		var res *demo.Result
 		res, err = demo.Run(ctx, o)

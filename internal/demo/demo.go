@@ -104,6 +104,10 @@ type Options struct {
 	// midway (the demo shape's default), down from the start, or kept up
 	// (the scale shape's default).
 	ClusterDown ClusterDown
+	// Flux, in the scale shape, runs Flux's source-controller and
+	// helm-controller in place of cozy-aio, for side-by-side figures (see
+	// FluxControllers). Default: nil, cozy-aio.
+	Flux *FluxControllers
 }
 
 func (o Options) withDefaults() Options {
@@ -439,6 +443,9 @@ func (h *harness) auditArgs() map[string]string {
 // directory, a data directory. With several replicas, each is a node's:
 // its own ID, data directory and addresses, the same bootstrap directory.
 func (h *harness) startReplicas(server, kubeconfig string) error {
+	if h.opts.Flux != nil {
+		return h.startFlux(kubeconfig)
+	}
 	var extra []string
 	if h.opts.Scale {
 		extra = append(extra, "--network-phase=false")

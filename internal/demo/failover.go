@@ -182,6 +182,10 @@ func (h *harness) watchTakeover() {
 
 // usage reads every replica's resources and work when the run settles.
 func (h *harness) usage() {
+	if h.opts.Flux != nil {
+		h.fluxUsage()
+		return
+	}
 	if len(h.reps) == 1 {
 		r := h.reps[0]
 		h.res.PeakRSS, h.res.CPU = procUsage(r.cmd.Process.Pid)

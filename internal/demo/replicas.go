@@ -34,6 +34,11 @@ type replica struct {
 	args              []string
 	log               string
 	binary            string
+	// env is added to the process's environment.
+	env []string
+	// display, when set, is how messages name the process (a Flux
+	// controller's).
+	display string
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -124,6 +129,9 @@ func newReplica(o replicaOptions) (*replica, error) {
 
 // name is how messages name the replica.
 func (r *replica) name() string {
+	if r.display != "" {
+		return r.display
+	}
 	if r.alone {
 		return "cozy-aio"
 	}
@@ -142,6 +150,9 @@ func (r *replica) start(exits chan<- replicaExit) error {
 		return err
 	}
 	cmd := exec.Command(r.binary, r.args...)
+	if len(r.env) > 0 {
+		cmd.Env = append(os.Environ(), r.env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

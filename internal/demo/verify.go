@@ -449,6 +449,9 @@ func (h *harness) seedScale(ctx context.Context) error {
 				Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.0.0"},
 				LayerSelector: &sourcev1.OCILayerSelector{MediaType: testenv.HelmChartMediaType, Operation: sourcev1.OCILayerCopy},
 				SecretRef:     &meta.LocalObjectReference{Name: "packages-registry"},
+				// Flux 2.9's CRD defaulted it and its source-controller
+				// relies on that (the -flux-dir runs); 2.10's CRD does not.
+				Timeout: &metav1.Duration{Duration: time.Minute},
 			},
 		},
 	}
