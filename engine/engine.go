@@ -92,6 +92,9 @@ type Engine struct {
 	progress progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
+	// extracts shares the extracted source trees of ArtifactGenerators
+	// (extractcache.go).
+	extracts *extractCache
 	// helmRepos fetches Helm repository indexes and charts, sharing
 	// downloads across HelmCharts.
 	helmRepos *helmrepo.Client
@@ -206,6 +209,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: metricsFor(registry), registry: registry, graph: newDepGraph(),
 		helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
+		extracts:  newExtractCache(store, opts.privateExtraction),
 		// core/v1 Events, as Flux records them (coreEvents).
 		recorder: coreEvents{mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
@@ -253,7 +257,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupNotify(); err != nil {
 		return nil, err
 	}
-	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters)}
+	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters), e.extracts}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
 	}

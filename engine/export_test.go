@@ -7,3 +7,15 @@ import "github.com/cozystack/cozy-aio/apply/helm"
 func (e *Engine) HolderAlive(h helm.Holder) bool {
 	return e.replicas != nil && e.replicas.alive(h)
 }
+
+// WithPrivateExtraction returns o for an engine whose generators extract
+// their sources into trees of their own on every reconcile, as before the
+// shared trees (extractcache.go): the benchmark's peer.
+func WithPrivateExtraction(o Options) Options {
+	o.privateExtraction = true
+	return o
+}
+
+// Extractions is the number of source extractions the engine's
+// ArtifactGenerators started.
+func (e *Engine) Extractions() int64 { return e.extracts.extractions.Load() }

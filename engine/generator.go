@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -78,42 +77,33 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 
 // generatorSources extracts the artifact of each of the generator's
 // sources, materialising those the store lacks, and returns them by alias
-// with a function that removes the extracted trees. The reconciler and the
-// rebuild of an ExternalArtifact both use it, so that they compose the same
-// inputs.
+// with a function that releases the extracted trees. The trees are shared
+// with the other generators reading the same artifacts (extractCache). The
+// reconciler and the rebuild of an ExternalArtifact both use it, so that
+// they compose the same inputs.
 func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self nodeRef) (map[string]generate.Source, func(), outcome, bool) {
-	tmp, err := os.MkdirTemp("", "cozy-generate-")
-	if err != nil {
-		return nil, nil, failed(meta.ArtifactFailedReason, err), false
-	}
-	var roots []*os.Root
+	var releases []func()
 	done := func() {
-		for _, r := range roots {
-			r.Close()
+		for _, release := range releases {
+			release()
 		}
-		os.RemoveAll(tmp)
 	}
 	sources := map[string]generate.Source{}
-	for i, s := range obj.Spec.Sources {
+	for _, s := range obj.Spec.Sources {
 		art, out, ok := e.sourceArtifact(ctx, self, s.Kind, s.Namespace, s.Name)
 		if !ok {
 			done()
 			return nil, nil, out, false
 		}
-		dir := filepath.Join(tmp, fmt.Sprintf("src-%d", i))
-		if err := e.store.Extract(ctx, art, dir, source.ExtractOptions{}); err != nil {
+		fsys, release, err := e.extracts.acquire(ctx, art)
+		if err != nil {
 			done()
 			return nil, nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err)), false
 		}
-		root, err := os.OpenRoot(dir)
-		if err != nil {
-			done()
-			return nil, nil, failed(meta.ArtifactFailedReason, err), false
-		}
-		roots = append(roots, root)
+		releases = append(releases, release)
 		// The origin revision is the source artifact's
 		// org.opencontainers.image.revision, as source-watcher reads it.
-		sources[s.Alias] = generate.Source{FS: root.FS(), Revision: art.Revision,
+		sources[s.Alias] = generate.Source{FS: fsys, Revision: art.Revision,
 			OriginRevision: art.Metadata[swv1beta1.ArtifactOriginRevisionAnnotation]}
 	}
 	return sources, done, outcome{}, true

@@ -34,6 +34,15 @@ func TestMain(m *testing.M) {
 // startEngine runs an engine for one test and stops it at the end.
 func startEngine(t testing.TB, opts engine.Options) *engine.Engine {
 	t.Helper()
+	e, stop := runEngine(t, opts)
+	t.Cleanup(stop)
+	return e
+}
+
+// runEngine runs an engine until stop is called, for a benchmark that
+// runs one per iteration.
+func runEngine(t testing.TB, opts engine.Options) (e *engine.Engine, stop func()) {
+	t.Helper()
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
 	}
@@ -50,13 +59,12 @@ func startEngine(t testing.TB, opts engine.Options) *engine.Engine {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Start(ctx) }()
-	t.Cleanup(func() {
+	return e, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("engine stopped with %v", err)
 		}
-	})
-	return e
+	}
 }
 
 // waitReady waits until obj's Ready condition has the wanted status, and

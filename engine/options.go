@@ -126,6 +126,11 @@ type Options struct {
 	// repository index or chart archive, as Flux's --helm-index-max-size
 	// and --helm-chart-max-size. Defaults: 50 MiB and 10 MiB.
 	HelmIndexMaxSize, HelmChartMaxSize int64
+
+	// privateExtraction gives every ArtifactGenerator reconcile source
+	// trees of its own instead of the shared ones (extractcache.go): the
+	// benchmark's peer. Default: false, shared.
+	privateExtraction bool
 }
 
 func (o Options) withDefaults() Options {

@@ -38,7 +38,13 @@ func Compose(ctx context.Context, sources map[string]Source, spec Spec, dst stri
 		return Result{}, err
 	}
 	defer root.Close()
-	c := composer{ctx: ctx, out: root, dstDir: dst, files: map[string]bool{}}
+	return compose(ctx, sources, spec, res, &composer{out: root, root: root, dstDir: dst})
+}
+
+// compose runs the spec's copy operations into c's output and completes
+// res, the spec's revisions, with the files written.
+func compose(ctx context.Context, sources map[string]Source, spec Spec, res Result, c *composer) (Result, error) {
+	c.ctx, c.files = ctx, map[string]bool{}
 	for i, op := range spec.Copy {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
@@ -80,8 +86,11 @@ func revisions(sources map[string]Source, spec Spec) (Result, error) {
 }
 
 type composer struct {
-	ctx    context.Context
-	out    *os.Root
+	ctx context.Context
+	out output
+	// root and dstDir are the output directory, which Extract unpacks
+	// into; nil and "" for an output in memory.
+	root   *os.Root
 	dstDir string
 	files  map[string]bool // written files, for Result.Files
 }

@@ -58,6 +58,9 @@ func (w *walker) write(dest string, data []byte, mode os.FileMode) error {
 }
 
 func (w *walker) extract(src, dest string) error {
+	if w.c.root == nil {
+		return fmt.Errorf("extracting %s: the output is not a directory", src)
+	}
 	f, err := w.fsys.Open(src)
 	if err != nil {
 		return err
@@ -67,7 +70,7 @@ func (w *walker) extract(src, dest string) error {
 	if err := source.Extract(w.c.ctx, f, dir, source.ExtractOptions{}); err != nil {
 		return fmt.Errorf("extracting %s: %w", src, err)
 	}
-	return fs.WalkDir(w.c.out.FS(), dest, func(p string, d fs.DirEntry, err error) error {
+	return fs.WalkDir(w.c.root.FS(), dest, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			w.c.files[p] = true
 		}
