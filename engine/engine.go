@@ -68,8 +68,11 @@ type Engine struct {
 	registry *prometheus.Registry
 	// events is the event broadcaster of the engine's own manager (New),
 	// which Start shuts down; nil on an embedder's manager.
-	events   record.EventBroadcaster
-	graph    *depGraph
+	events record.EventBroadcaster
+	graph  *depGraph
+	// configs indexes the ConfigMaps and Secrets each HelmRelease and
+	// Kustomization reads (watchconfigs.go).
+	configs  *depGraph
 	recorder recorder.EventRecorder
 	// start is when this engine was built: the incarnation recorded on
 	// the Helm releases it writes and on its replica Lease.
@@ -207,7 +210,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e := &Engine{
 		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
-		metrics: metricsFor(registry), registry: registry, graph: newDepGraph(),
+		metrics: metricsFor(registry), registry: registry, graph: newDepGraph(), configs: newDepGraph(),
 		helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
 		extracts:  newExtractCache(store, opts.privateExtraction),
 		// core/v1 Events, as Flux records them (coreEvents).
@@ -251,7 +254,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}
-	if err := e.setupConfigWatches(context.Background(), e.kinds()); err != nil {
+	if err := e.setupConfigWatches(e.kinds()); err != nil {
 		return nil, err
 	}
 	if err := e.setupNotify(); err != nil {

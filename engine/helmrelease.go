@@ -35,7 +35,9 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Gone: its tenant leaves the pool with its last release.
-			e.unweigh(nodeRef{Kind: helmv2.HelmReleaseKind, Namespace: req.Namespace, Name: req.Name})
+			gone := nodeRef{Kind: helmv2.HelmReleaseKind, Namespace: req.Namespace, Name: req.Name}
+			e.unweigh(gone)
+			e.readsConfigs(gone, nil)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -43,6 +45,7 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	tenant := e.tenantOf(obj)
 	if !obj.DeletionTimestamp.IsZero() {
 		e.graph.Remove(self)
+		e.readsConfigs(self, nil)
 		e.weigh(tenant, self, false)
 		e.finalizerSent(obj, false)
 		if controllerutil.ContainsFinalizer(obj, Finalizer) {
@@ -51,8 +54,10 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, nil
 	}
 	// Every replica weighs every release the same way, so that all place
-	// the tenants on the same shards.
+	// the tenants on the same shards; and each knows what it reads, for
+	// the watched ConfigMaps and Secrets.
 	e.weigh(tenant, self, true)
+	e.readsConfigs(self, obj)
 	if !e.ownsTenant(tenant) {
 		// Another replica owns the tenant's shard. Should this one come to
 		// own it, the parked item brings the release back here.

@@ -30,12 +30,17 @@ func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	e := r.e
 	obj := &kustomizev1.Kustomization{}
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			e.readsConfigs(nodeRef{Kind: kustomizev1.KustomizationKind, Namespace: req.Namespace, Name: req.Name}, nil)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	self := nodeRef{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
 	if !obj.DeletionTimestamp.IsZero() {
+		e.readsConfigs(self, nil)
 		return ctrl.Result{}, r.finalize(ctx, obj, self)
 	}
+	e.readsConfigs(self, obj)
 	if obj.Spec.Suspend {
 		return ctrl.Result{}, nil
 	}

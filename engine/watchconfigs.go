@@ -34,26 +34,15 @@ const (
 	WatchNoConfigs = "-"
 )
 
-// The field indexes of the HelmReleases and Kustomizations by the
-// ConfigMaps and Secrets they read, "<namespace>/<name>" (the keys of
-// helm- and kustomize-controller's indexes of the same names).
-const (
-	indexConfigMap = ".metadata.configMap"
-	indexSecret    = ".metadata.secret"
-)
-
-// configRefs returns the ConfigMaps and the Secrets, "<namespace>/<name>",
-// that a HelmRelease or a Kustomization reads: what helm- and
-// kustomize-controller index for their config watches (valuesFrom,
-// postBuild.substituteFrom, decryption.secretRef, kubeConfig).
-func configRefs(o client.Object) (configMaps, secrets []string) {
-	key := func(name string) string { return o.GetNamespace() + "/" + name }
+// configRefs returns the ConfigMaps and Secrets a HelmRelease or a
+// Kustomization reads: what helm- and kustomize-controller index for their
+// config watches (valuesFrom, postBuild.substituteFrom,
+// decryption.secretRef, kubeConfig).
+func configRefs(o client.Object) []nodeRef {
+	var out []nodeRef
 	add := func(kind, name string) {
-		switch kind {
-		case "ConfigMap":
-			configMaps = append(configMaps, key(name))
-		case "Secret":
-			secrets = append(secrets, key(name))
+		if kind == "ConfigMap" || kind == "Secret" {
+			out = append(out, nodeRef{Kind: kind, Namespace: o.GetNamespace(), Name: name})
 		}
 	}
 	var kc *meta.KubeConfigReference
@@ -82,35 +71,17 @@ func configRefs(o client.Object) (configMaps, secrets []string) {
 			add("Secret", kc.SecretRef.Name)
 		}
 	}
-	return configMaps, secrets
+	return out
 }
 
-// configUsers are the kinds whose objects a watched ConfigMap or Secret
-// reconciles.
-var configUsers = []struct {
-	kind    string
-	newList func() client.ObjectList
-	items   func(client.ObjectList) []client.Object
-	newObj  func() client.Object
-}{
-	{helmv2.HelmReleaseKind, func() client.ObjectList { return &helmv2.HelmReleaseList{} },
-		func(l client.ObjectList) []client.Object {
-			items := l.(*helmv2.HelmReleaseList).Items
-			out := make([]client.Object, len(items))
-			for i := range items {
-				out[i] = &items[i]
-			}
-			return out
-		}, func() client.Object { return &helmv2.HelmRelease{} }},
-	{kustomizev1.KustomizationKind, func() client.ObjectList { return &kustomizev1.KustomizationList{} },
-		func(l client.ObjectList) []client.Object {
-			items := l.(*kustomizev1.KustomizationList).Items
-			out := make([]client.Object, len(items))
-			for i := range items {
-				out[i] = &items[i]
-			}
-			return out
-		}, func() client.Object { return &kustomizev1.Kustomization{} }},
+// readsConfigs records the ConfigMaps and Secrets obj reads (nil: none,
+// as on deletion), so that a watched one's change reconciles it.
+func (e *Engine) readsConfigs(self nodeRef, obj client.Object) {
+	if obj == nil {
+		e.configs.Remove(self)
+		return
+	}
+	e.configs.Set(self, configRefs(obj))
 }
 
 // setupConfigWatches makes a change of a ConfigMap or Secret that
@@ -123,9 +94,11 @@ var configUsers = []struct {
 // the label in the controller; the engine asks the API server for the
 // selected ones only, in a cache of their metadata of its own, so that
 // the Helm release records (Secrets, one per revision) and every other
-// unlabelled object cost nothing. The users are found through field
-// indexes of the shared cache, as Flux's.
-func (e *Engine) setupConfigWatches(ctx context.Context, kinds []kindController) error {
+// unlabelled object cost nothing. The users are found in an index that
+// each reconcile of a HelmRelease or Kustomization updates (readsConfigs):
+// field indexes of the shared cache, as Flux's, would need the CRDs when
+// the engine is set up, before it installs them on a new cluster.
+func (e *Engine) setupConfigWatches(kinds []kindController) error {
 	sel := e.opts.WatchConfigsSelector
 	if sel == WatchNoConfigs {
 		return nil
@@ -137,29 +110,11 @@ func (e *Engine) setupConfigWatches(ctx context.Context, kinds []kindController)
 			return fmt.Errorf("watch configs label selector %q: %w", sel, err)
 		}
 	}
-	run := map[string]bool{}
+	users := false
 	for _, k := range kinds {
-		run[k.kind] = true
+		users = users || k.kind == helmv2.HelmReleaseKind || k.kind == kustomizev1.KustomizationKind
 	}
-	var users []int
-	for i, u := range configUsers {
-		if !run[u.kind] {
-			continue
-		}
-		users = append(users, i)
-		for _, idx := range []struct {
-			name string
-			keys func(client.Object) []string
-		}{
-			{indexConfigMap, func(o client.Object) []string { cm, _ := configRefs(o); return cm }},
-			{indexSecret, func(o client.Object) []string { _, s := configRefs(o); return s }},
-		} {
-			if err := e.mgr.GetFieldIndexer().IndexField(ctx, u.newObj(), idx.name, idx.keys); err != nil {
-				return fmt.Errorf("indexing %s by %s: %w", u.kind, idx.name, err)
-			}
-		}
-	}
-	if len(users) == 0 {
+	if !users {
 		return nil
 	}
 	configs, err := cache.New(e.cfg, cache.Options{
@@ -178,11 +133,11 @@ func (e *Engine) setupConfigWatches(ctx context.Context, kinds []kindController)
 	every := false
 	b := ctrl.NewControllerManagedBy(e.mgr).Named("configs")
 	for _, kind := range []string{"ConfigMap", "Secret"} {
-		index := indexConfigMap
-		if kind == "Secret" {
-			index = indexSecret
+		changed := func(o client.Object) {
+			for _, u := range e.configs.Dependents(nodeRef{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
+				e.enqueue(u)
+			}
 		}
-		changed := func(o client.Object) { e.reconcileUsers(users, index, o) }
 		obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
 		b = b.WatchesRawSource(ctrlsource.Kind[client.Object](configs, obj, handler.Funcs{
 			CreateFunc: func(_ context.Context, ev event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -202,21 +157,4 @@ func (e *Engine) setupConfigWatches(ctx context.Context, kinds []kindController)
 	}
 	return b.WithOptions(controller.Options{SkipNameValidation: &skipNameValidation, NeedLeaderElection: &every}).
 		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
-}
-
-// reconcileUsers enqueues the objects of the user kinds that index names
-// as reading o.
-func (e *Engine) reconcileUsers(users []int, index string, o client.Object) {
-	key := o.GetNamespace() + "/" + o.GetName()
-	for _, i := range users {
-		u := configUsers[i]
-		list := u.newList()
-		if err := e.mgr.GetCache().List(context.Background(), list, client.MatchingFields{index: key}, client.UnsafeDisableDeepCopy); err != nil {
-			e.opts.Logger.Error(err, "listing the users of a watched config", "kind", u.kind, "config", key)
-			continue
-		}
-		for _, obj := range u.items(list) {
-			e.enqueue(nodeRef{Kind: u.kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
-		}
-	}
 }
