@@ -103,6 +103,9 @@ type tenantCluster struct {
 	// down is set for the cluster Options.ClusterDown stops.
 	down    bool
 	stopped time.Time
+	// asked are its HelmReleases whose reconcile the harness requested
+	// after the stop, because they were Ready.
+	asked map[string]bool
 	// requests are cozy-aio's requests to it when every unit settled.
 	requests int
 }
@@ -310,7 +313,7 @@ func (h *harness) startClusters(ctx context.Context, namespaces []string) error 
 		return err
 	}
 	if h.opts.ClusterDown == ClusterDownStart {
-		h.stopCluster(ctx, h.clusters[n-1], nil)
+		h.stopCluster(ctx, h.clusters[n-1])
 	}
 	return nil
 }
@@ -319,39 +322,49 @@ func (h *harness) startClusters(ctx context.Context, namespaces []string) error 
 // reconcile of its Ready addons, as `flux reconcile helmrelease` would:
 // without it they stay Ready until their next interval, which is what Flux
 // does too.
-func (h *harness) stopCluster(ctx context.Context, c *tenantCluster, units []Unit) {
+func (h *harness) stopCluster(ctx context.Context, c *tenantCluster) {
 	_ = c.cp.Stop()
 	c.stopped = time.Now()
-	var ready []string
-	for _, u := range units {
-		if u.Kind == "HelmRelease" && u.Namespace == c.namespace && u.Ready {
-			ready = append(ready, u.Name)
-		}
-	}
-	h.say("tenant cluster %s stopped (its API server and etcd); asking for a reconcile of its %d Ready HelmReleases", c.name, len(ready))
+	h.say("tenant cluster %s stopped (its API server and etcd)", c.name)
+}
+
+// askStoppedReady requests a reconcile of each HelmRelease of a stopped
+// cluster that is Ready, once: the stop takes up to half a minute (the API
+// server's graceful shutdown), and an install may complete in that time,
+// after the last look before the stop.
+func (h *harness) askStoppedReady(ctx context.Context, c *tenantCluster, units []Unit) {
 	at := time.Now().Format(time.RFC3339Nano)
-	for _, name := range ready {
-		obj := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name}}
+	for _, u := range units {
+		if u.Kind != "HelmRelease" || u.Namespace != c.namespace || !u.Ready || c.asked[u.Name] {
+			continue
+		}
+		if c.asked == nil {
+			c.asked = map[string]bool{}
+		}
+		c.asked[u.Name] = true
+		h.say("asking for a reconcile of %s/%s, Ready on the stopped cluster %s", c.namespace, u.Name, c.name)
+		obj := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: u.Name}}
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, at)
 		if err := h.c.Patch(ctx, obj, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-			h.say("requesting a reconcile of %s/%s: %v", c.namespace, name, err)
+			h.say("requesting a reconcile of %s/%s: %v", c.namespace, u.Name, err)
 		}
 	}
 }
 
 // clusterStep stops the ClusterDownMidway cluster once its first addon is
-// Ready.
+// Ready, then asks for a reconcile of its releases that are Ready.
 func (h *harness) clusterStep(ctx context.Context, units []Unit) {
 	if h.opts.ClusterDown != ClusterDownMidway || len(h.clusters) == 0 {
 		return
 	}
 	c := h.clusters[len(h.clusters)-1]
 	if !c.stopped.IsZero() {
+		h.askStoppedReady(ctx, c, units)
 		return
 	}
 	for _, u := range units {
 		if u.Kind == "HelmRelease" && u.Namespace == c.namespace && u.Ready {
-			h.stopCluster(ctx, c, units)
+			h.stopCluster(ctx, c)
 			return
 		}
 	}
