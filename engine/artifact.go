@@ -85,6 +85,9 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 	if e.stored(art) {
 		return art, outcome{}, true
 	}
+	if local, ok := e.store.Local(source.Object{Kind: kind, Namespace: namespace, Name: name}, art); ok {
+		return local, outcome{}, true
+	}
 	art, err = e.materialize(ctx, self, nodeRef{Kind: kind, Namespace: namespace, Name: name}, obj, art)
 	if err != nil {
 		return source.Artifact{}, materializedOutcome(fmt.Errorf("%s: %w", self, err)), false

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,6 +60,9 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 		ch := make(chan event.GenericEvent, wakeBuffer)
 		e.wake[k.kind] = ch
 		e.newObject[k.kind] = k.newObject
+		if !e.reconciles(k.kind) {
+			continue
+		}
 		b := ctrl.NewControllerManagedBy(e.mgr).
 			Named(strings.ToLower(k.kind)). // Flux's controller names, in logs and metrics
 			For(k.newObject(), builder.WithPredicates(predicate.Or(
@@ -101,6 +105,29 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 	return e.setupDependencies(kinds)
 }
 
+// reconciles reports whether the engine runs kind's reconciler
+// (Options.Kinds).
+func (e *Engine) reconciles(kind string) bool {
+	if len(e.opts.Kinds) == 0 {
+		return true
+	}
+	return slices.Contains(e.opts.Kinds, kind)
+}
+
+// checkKinds refuses a name in Options.Kinds that is no reconciled kind.
+func checkKinds(names []string, kinds []kindController) error {
+	for _, n := range names {
+		if !slices.ContainsFunc(kinds, func(k kindController) bool { return k.kind == n }) {
+			known := make([]string, len(kinds))
+			for i, k := range kinds {
+				known[i] = k.kind
+			}
+			return fmt.Errorf("kind %q is not one the engine reconciles (%s)", n, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
 // setupDependencies registers the "dependencies" controller: dependencies
 // and sources wake their dependents through the shared cache (the event
 // comes from the informer, so the woken reconcile reads the state that
@@ -109,7 +136,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 func (e *Engine) setupDependencies(kinds []kindController) error {
 	reconciled := map[string]bool{}
 	for _, k := range kinds {
-		reconciled[k.kind] = true
+		reconciled[k.kind] = e.reconciles(k.kind)
 	}
 	every := false
 	b := ctrl.NewControllerManagedBy(e.mgr).Named("dependencies")

@@ -251,6 +251,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := registerPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
 		return nil, fmt.Errorf("registering the shard metrics: %w", err)
 	}
+	if err := checkKinds(e.opts.Kinds, e.kinds()); err != nil {
+		return nil, err
+	}
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}

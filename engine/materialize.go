@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path"
 	"slices"
@@ -133,7 +135,15 @@ func (e *Engine) rebuild(ctx context.Context, src nodeRef, obj client.Object, wa
 		return source.Artifact{}, err
 	}
 	sobj := source.Object{Kind: src.Kind, Namespace: src.Namespace, Name: src.Name}
-	var built source.Artifact
+	// The artifact server that status names first, as Flux's consumers
+	// fetch: the leader's (with a shared --artifact-base-url), or another
+	// engine's, such as source-controller's before a switch-over or beside
+	// cozy-aio as its source-watcher, whose archive of a revision is not
+	// byte for byte ours, so that a rebuild could never match its digest.
+	built, derr := e.download(ctx, staging, sobj, want)
+	if derr == nil {
+		return e.adopt(ctx, staging, sobj, built, want)
+	}
 	switch o := obj.(type) {
 	case *sourcev1.GitRepository:
 		built, err = e.rebuildGit(ctx, staging, sobj, o, want.Revision)
@@ -148,14 +158,53 @@ func (e *Engine) rebuild(ctx context.Context, src nodeRef, obj client.Object, wa
 	default:
 		err = fmt.Errorf("%T cannot be rebuilt", obj)
 	}
+	fetched := ""
+	if want.URL != "" {
+		fetched = fmt.Sprintf(" (fetching it from %s: %v)", want.URL, derr)
+	}
 	if err != nil {
-		return source.Artifact{}, fmt.Errorf("%s: rebuilding revision %s: %w", src, want.Revision, err)
+		return source.Artifact{}, fmt.Errorf("%s: rebuilding revision %s: %w%s", src, want.Revision, err, fetched)
 	}
 	if built.Digest != want.Digest {
-		return source.Artifact{}, fmt.Errorf("%s: %w: revision %s rebuilt from upstream has digest %s, but status.artifact.digest is %s",
-			src, source.ErrDigestMismatch, want.Revision, built.Digest, want.Digest)
+		return source.Artifact{}, fmt.Errorf("%s: %w: revision %s rebuilt from upstream has digest %s, but status.artifact.digest is %s%s",
+			src, source.ErrDigestMismatch, want.Revision, built.Digest, want.Digest, fetched)
 	}
 	return e.adopt(ctx, staging, sobj, built, want)
+}
+
+// download fetches want from status.artifact.url into staging and checks
+// its digest. An unreachable server, a missing file or another digest is
+// an error, and the caller rebuilds instead.
+func (e *Engine) download(ctx context.Context, staging *source.Store, sobj source.Object, want source.Artifact) (source.Artifact, error) {
+	if want.URL == "" || !strings.HasSuffix(want.Path, ".tar.gz") {
+		return source.Artifact{}, errors.New("no archive URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, materializeWait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, want.URL, nil)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return source.Artifact{}, fmt.Errorf("GET %s: %s", want.URL, resp.Status)
+	}
+	var body io.Reader = resp.Body
+	if want.Size > 0 {
+		body = io.LimitReader(resp.Body, want.Size+1)
+	}
+	art, err := staging.Put(ctx, sobj, want.Revision, body)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	if art.Digest != want.Digest {
+		return source.Artifact{}, fmt.Errorf("%s: %w: %s has digest %s, but status.artifact.digest is %s", sobj, source.ErrDigestMismatch, want.URL, art.Digest, want.Digest)
+	}
+	return art, nil
 }
 
 // adopt copies a checked artifact from the staging store into the store,

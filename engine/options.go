@@ -81,6 +81,13 @@ type Options struct {
 	// insecure-skip-tls-verify; Flux's --insecure-kubeconfig-exec and
 	// --insecure-kubeconfig-tls set its fields).
 	RemoteClusters RemoteClusterOptions
+	// Kinds limits the reconcilers to these kinds (Flux's names:
+	// GitRepository, OCIRepository, Bucket, HelmRepository, HelmChart,
+	// Kustomization, HelmRelease, ArtifactGenerator); the engine still
+	// watches the others, so that their readiness wakes what depends on
+	// them. For example ArtifactGenerator alone runs the engine beside
+	// Flux's controllers as their source-watcher. Default: every kind.
+	Kinds []string
 	// InstallCRDs server-side applies the embedded Flux CRDs at start.
 	// Default: false.
 	InstallCRDs bool

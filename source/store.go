@@ -196,6 +196,25 @@ func (s *Store) write(ctx context.Context, obj Object, revision, pattern string,
 	}, nil
 }
 
+// Local returns a as this store holds it for obj: the file named by a's
+// digest, which is where an artifact fetched from another server (its
+// status path names the file as that server does) is kept. ok is false
+// when the store lacks it.
+func (s *Store) Local(obj Object, a Artifact) (local Artifact, ok bool) {
+	dir, err := obj.dir()
+	hex, found := strings.CutPrefix(a.Digest, "sha256:")
+	if err != nil || !found || hex == "" || strings.ContainsAny(hex, `/\.`) {
+		return Artifact{}, false
+	}
+	local = a
+	local.Path = path.Join(dir, hex+".tar.gz")
+	local.URL = s.opts.BaseURL + "/" + local.Path
+	if !s.Exists(local) {
+		return Artifact{}, false
+	}
+	return local, true
+}
+
 // Open opens an artifact for reading.
 func (s *Store) Open(a Artifact) (*os.File, error) {
 	f, err := os.Open(s.Path(a))

@@ -89,6 +89,8 @@ type runFlags struct {
 	qps                    float64
 	// watchConfigs is --watch-configs-label-selector.
 	watchConfigs string
+	// kinds is --kinds.
+	kinds string
 	// gcPercent is --gc-percent; gcPercentGiven tells whether the command
 	// line or COZY_AIO_GC_PERCENT gave it.
 	gcPercent      int
@@ -138,6 +140,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.BoolVar(&o.Engine.AllowRemoteBases, "allow-remote-bases", false, "let kustomizations use remote bases")
 	fs.BoolVar(&o.Engine.RemoteClusters.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfigs of spec.kubeConfig run exec plugins (as Flux's flag of the same name)")
 	fs.BoolVar(&o.Engine.RemoteClusters.AllowInsecureTLS, "insecure-kubeconfig-tls", false, "let the kubeconfigs of spec.kubeConfig skip TLS verification (as Flux's flag of the same name)")
+	fs.StringVar(&f.kinds, "kinds", "", "reconcile only these kinds, comma-separated Flux kind names (default: all); ArtifactGenerator alone runs cozy-aio beside Flux's controllers as their source-watcher")
 	fs.StringVar(&f.watchConfigs, "watch-configs-label-selector", engine.DefaultWatchConfigsSelector, "ConfigMaps and Secrets whose changes reconcile the HelmReleases and Kustomizations that read them at once, as Flux's flag (empty: all; -: none)")
 	fs.BoolVar(&o.Engine.StrictSubstitutions, "strict-substitutions", false, "fail a Kustomization whose postBuild ${var} has no value and no default, as Flux's StrictPostBuildSubstitutions feature gate")
 	fs.BoolVar(&o.Engine.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --health-addr")
@@ -170,6 +173,11 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	o.SkipNetworkPhase = !*networkPhase
 	o.Engine.KubeAPIQPS = float32(f.qps)
 	o.Engine.WatchConfigsSelector = f.watchConfigs
+	for _, k := range strings.Split(f.kinds, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			o.Engine.Kinds = append(o.Engine.Kinds, k)
+		}
+	}
 	if f.watchConfigs == "" {
 		o.Engine.WatchConfigsSelector = engine.WatchAllConfigs // Flux: an empty selector selects all
 	}

@@ -20,6 +20,8 @@ type ProcessOptions struct {
 	Shards, Workers int
 	// Extra are further flags.
 	Extra []string
+	// Env is added to the process's environment.
+	Env []string
 }
 
 // Process is one cozy-aio process that can be started, killed with
@@ -44,6 +46,7 @@ func NewProcess(o ProcessOptions) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.env = o.Env
 	return &Process{r: r, exits: make(chan replicaExit, 1), data: filepath.Join(o.WorkDir, "data")}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,6 +42,9 @@ const (
 type RegistryOptions struct {
 	// Username and Password switch htpasswd basic auth on when Username is set.
 	Username, Password string
+	// TLS serves HTTPS with a certificate for 127.0.0.1 that CACert
+	// returns, as a registry such as ghcr.io does; clients must trust it.
+	TLS bool
 }
 
 // Registry is a real OCI registry (distribution/v3) running in this process
@@ -79,7 +83,12 @@ func StartRegistry(opts RegistryOptions) (*Registry, error) {
 		cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{"realm": "cozy-aio-test", "path": path}}
 	}
 	app := handlers.NewApp(context.Background(), cfg)
-	srv := httptest.NewServer(app)
+	srv := httptest.NewUnstartedServer(app)
+	if opts.TLS {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	return &Registry{srv: srv, dir: dir, user: opts.Username, pass: opts.Password}, nil
 }
 
@@ -90,7 +99,18 @@ func (r *Registry) Close() {
 }
 
 // Host returns host:port of the registry, for references like host/repo:tag.
-func (r *Registry) Host() string { return strings.TrimPrefix(r.srv.URL, "http://") }
+func (r *Registry) Host() string {
+	return strings.TrimPrefix(strings.TrimPrefix(r.srv.URL, "http://"), "https://")
+}
+
+// CACert returns the PEM certificate a TLS registry serves with, nil
+// without TLS.
+func (r *Registry) CACert() []byte {
+	if r.srv.TLS == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
+}
 
 // DockerConfigJSON returns a docker config.json with the registry's
 // credentials, as a kubernetes.io/dockerconfigjson Secret holds it.
@@ -108,8 +128,12 @@ func (r *Registry) Repository(name string) (*remote.Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	repo.PlainHTTP = true
-	client := &auth.Client{Client: http.DefaultClient, Cache: auth.NewCache()}
+	repo.PlainHTTP = r.srv.TLS == nil
+	hc := http.DefaultClient
+	if r.srv.TLS != nil {
+		hc = r.srv.Client()
+	}
+	client := &auth.Client{Client: hc, Cache: auth.NewCache()}
 	if r.user != "" {
 		client.Credential = auth.StaticCredential(r.Host(), auth.Credential{Username: r.user, Password: r.pass})
 	}

@@ -1,0 +1,608 @@
+// Command cozystack runs Cozystack's own operator and platform chart on a
+// simulated cluster with cozy-aio as the only Flux, as issue #34's
+// acceptance asks: the operator installs its CRDs and writes the platform's
+// OCIRepository and PackageSource, a Package picks a variant of the
+// platform, and from there the operator, the platform chart and cozy-aio
+// do everything else. It reports the time from the Package to every
+// HelmRelease Ready, each release's Helm revisions, and the Warning Events
+// left standing.
+//
+// It builds nothing of Cozystack: -packages is the packages/ directory of
+// a Cozystack checkout (v1.6.2: `git archive v1.6.2` of its repository)
+// and -operator the cozystack-operator built from the same checkout
+// (`go build ./cmd/cozystack-operator`). BENCHMARKS.md gives the commands.
+//
+//	go run ./examples/cozystack -packages /tmp/cozystack/packages \
+//	  -operator /tmp/cozystack-operator -cozy-aio bin/cozy-aio
+//
+// The simulation differs from a real cluster where it must: the packages
+// are served by an in-process registry over HTTPS whose certificate the
+// engines trust through SSL_CERT_FILE (the operator's OCIRepository names
+// no CA), the hosted variant's CNI is a DaemonSet that only gives the
+// simulated nodes their network (and Cilium's policy CRDs), kwok plays
+// every pod, and since no pod serves the admission webhooks the charts
+// install, their failurePolicy is set to Ignore.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cozystack/cozy-aio/internal/demo"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+type options struct {
+	packages, operator, binary, workDir, variant, values string
+	// fluxDir holds Flux's source-controller and helm-controller binaries
+	// and, in crds/, their CRDs: with it, they reconcile in cozy-aio's
+	// place and cozy-aio runs as their source-watcher only.
+	fluxDir         string
+	timeout, settle time.Duration
+	keep            bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.packages, "packages", os.Getenv("COZYSTACK_PACKAGES"), "Cozystack's packages/ directory (COZYSTACK_PACKAGES)")
+	flag.StringVar(&o.operator, "operator", os.Getenv("COZYSTACK_OPERATOR"), "the cozystack-operator binary built from the same checkout (COZYSTACK_OPERATOR)")
+	flag.StringVar(&o.binary, "cozy-aio", "bin/cozy-aio", "the cozy-aio binary")
+	flag.StringVar(&o.fluxDir, "flux-dir", "", "run Flux's controllers from this directory (source-controller, helm-controller, crds/) in cozy-aio's place; cozy-aio then reconciles ArtifactGenerators only, as source-watcher, whose module the proxy does not serve")
+	flag.StringVar(&o.workDir, "work-dir", "", "logs and data (default: a temporary directory, kept)")
+	flag.StringVar(&o.variant, "variant", "isp-hosted", "the platform Package's variant")
+	flag.StringVar(&o.values, "values", "bundles: {system: {enabled: true, variant: isp-hosted}, paas: {enabled: false}, naas: {enabled: false}}\npublishing: {host: example.org, apiServerEndpoint: https://api.example.org:6443}",
+		"the platform component's values in the Package (YAML)")
+	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "how long to wait for every HelmRelease to be Ready")
+	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "end the run once the set of Ready HelmReleases has not changed for this long")
+	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "cozystack:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	hrGVR      = schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}
+	ociGVR     = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "ocirepositories"}
+	eaGVR      = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "externalartifacts"}
+	crdGVR     = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	packageGVR = schema.GroupVersionResource{Group: "cozystack.io", Version: "v1alpha1", Resource: "packages"}
+)
+
+func run(ctx context.Context, o options) error {
+	if o.packages == "" || o.operator == "" {
+		return errors.New("-packages and -operator are required (see the package comment)")
+	}
+	if o.workDir == "" {
+		d, err := os.MkdirTemp("", "cozystack-acceptance-")
+		if err != nil {
+			return err
+		}
+		o.workDir = d
+	}
+	logs := filepath.Join(o.workDir, "logs")
+	say := func(format string, a ...any) {
+		fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+	say("logs in %s", logs)
+
+	cluster, err := testenv.StartCluster(ctx, testenv.ClusterOptions{Nodes: 3, LogDir: logs})
+	if err != nil {
+		return err
+	}
+	defer cluster.Stop()
+	cs, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cluster.Config)
+	if err != nil {
+		return err
+	}
+	if err := hostedNetwork(ctx, cs, dyn); err != nil {
+		return err
+	}
+	// What the installer chart does before the operator: helm's
+	// --create-namespace and its labeller hook.
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: "cozy-system", Labels: map[string]string{
+			"cozystack.io/system": "true", "platform.cozystack.io/no-delete": "true",
+			"pod-security.kubernetes.io/enforce": "privileged",
+		},
+	}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+
+	go webhooksFailOpen(ctx, cs, say)
+
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{TLS: true})
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	caFile := filepath.Join(o.workDir, "registry-ca.pem")
+	if err := os.WriteFile(caFile, reg.CACert(), 0o644); err != nil {
+		return err
+	}
+	trust := "SSL_CERT_FILE=" + caFile
+	files, err := testenv.ReadTree(o.packages)
+	if err != nil {
+		return err
+	}
+	desc, err := reg.PushArtifact(ctx, "cozystack-packages", "v1.6.2", files, nil)
+	if err != nil {
+		return err
+	}
+	say("pushed %d files of %s to oci://%s/cozystack-packages@%s", len(files), o.packages, reg.Host(), desc.Digest)
+
+	var extra []string
+	if o.fluxDir != "" {
+		extra = []string{"--kinds=ArtifactGenerator"}
+	}
+	engine, err := demo.NewProcess(demo.ProcessOptions{
+		Binary: o.binary, WorkDir: o.workDir, Logs: logs, ID: "cozy-aio-0",
+		Server: cluster.Config.Host, Kubeconfig: cluster.Kubeconfig, Health: freePort(), Extra: extra,
+		Env: []string{trust},
+	})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := engine.Start(); err != nil {
+		return err
+	}
+	defer engine.Stop(30 * time.Second)
+	say("cozy-aio started: %s %s", o.binary, strings.Join(engine.Args(), " "))
+	var flux []*exec.Cmd
+	if o.fluxDir != "" {
+		if flux, err = startFlux(ctx, o, cluster.Kubeconfig, logs, trust, dyn, say); err != nil {
+			return err
+		}
+		defer func() {
+			for _, c := range flux {
+				_ = c.Process.Signal(syscall.SIGTERM)
+				_ = c.Wait()
+			}
+		}()
+	}
+
+	opLog, err := os.Create(filepath.Join(logs, "cozystack-operator.log"))
+	if err != nil {
+		return err
+	}
+	defer opLog.Close()
+	// The operator runs as a Deployment does: restarted when it exits
+	// (it does at first, until cozy-aio has installed the Flux CRDs).
+	opArgs := []string{
+		"--install-crds=true", "--install-flux=false", "--disable-telemetry",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--platform-source-name=cozystack-platform",
+		"--platform-source-url=oci://" + reg.Host() + "/cozystack-packages",
+		"--platform-source-ref=digest=" + desc.Digest.String(),
+		"--kubeconfig=" + cluster.Kubeconfig,
+	}
+	opCtx, opStop := context.WithCancel(ctx)
+	opDone := make(chan struct{})
+	defer func() { opStop(); <-opDone }()
+	go func() {
+		defer close(opDone)
+		for restarts := 0; opCtx.Err() == nil; restarts++ {
+			op := exec.Command(o.operator, opArgs...)
+			op.Stdout, op.Stderr = opLog, opLog
+			op.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "COZYSTACK_VERSION=v1.6.2")
+			if err := op.Start(); err != nil {
+				say("cozystack-operator: %v", err)
+				return
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- op.Wait() }()
+			select {
+			case <-opCtx.Done():
+				_ = op.Process.Signal(syscall.SIGTERM)
+				<-exited
+				return
+			case err := <-exited:
+				say("cozystack-operator exited (%v); restarting it in 5 s", err)
+			}
+			select {
+			case <-opCtx.Done():
+				return
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
+	say("cozystack-operator started: %s %s", o.operator, strings.Join(opArgs, " "))
+
+	if err := waitFor(ctx, 5*time.Minute, "the Package CRD", func() (bool, error) {
+		_, err := dyn.Resource(packageGVR).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}); err != nil {
+		return err
+	}
+
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(o.values), &values); err != nil {
+		return fmt.Errorf("-values: %w", err)
+	}
+	pkg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cozystack.io/v1alpha1", "kind": "Package",
+		"metadata": map[string]any{"name": "cozystack.cozystack-platform"},
+		"spec": map[string]any{
+			"variant":    o.variant,
+			"components": map[string]any{"platform": map[string]any{"values": values}},
+		},
+	}}
+	applied := time.Now()
+	if _, err := dyn.Resource(packageGVR).Create(ctx, pkg, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the platform Package: %w", err)
+	}
+	say("Package cozystack.cozystack-platform (variant %s) created %.1f s after cozy-aio's start", o.variant, applied.Sub(start).Seconds())
+
+	// The run ends when every HelmRelease is Ready, or when the Ready
+	// set has not changed for -settle: a release that fails the same way
+	// under either engine (a chart the simulation cannot satisfy) must
+	// not hide the time the others took.
+	var lastChange time.Time
+	last, lastReady, all := "", -1, false
+	err = waitFor(ctx, o.timeout, "every HelmRelease Ready or settled", func() (bool, error) {
+		if !engine.Running() {
+			return false, errors.New("cozy-aio exited (see its log)")
+		}
+		list, err := dyn.Resource(hrGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		notReady := []string{}
+		for _, hr := range list.Items {
+			if s, _ := readyOf(&hr); s != "True" {
+				notReady = append(notReady, hr.GetNamespace()+"/"+hr.GetName())
+			}
+		}
+		line := fmt.Sprintf("%d HelmReleases, %d not Ready", len(list.Items), len(notReady))
+		if len(notReady) > 0 && len(notReady) <= 6 {
+			line += ": " + strings.Join(notReady, ", ")
+		}
+		if line != last {
+			say("%s", line)
+			last = line
+		}
+		if ready := len(list.Items) - len(notReady); ready != lastReady {
+			lastReady, lastChange = ready, time.Now()
+		}
+		// The platform is whole once its release and the bundle's are
+		// all Ready; the platform's alone is not enough.
+		if len(list.Items) > 1 && len(notReady) == 0 {
+			all = true
+			return true, nil
+		}
+		return len(list.Items) > 1 && time.Since(lastChange) > o.settle, nil
+	})
+	report(ctx, cs, dyn, say)
+	if err != nil {
+		return err
+	}
+	what := "every HelmRelease Ready"
+	if !all {
+		what = fmt.Sprintf("%d HelmReleases Ready, the last", lastReady)
+	}
+	say("%s %.1f s after the Package (%.1f s after cozy-aio's start)",
+		what, lastChange.Sub(applied).Seconds(), lastChange.Sub(start).Seconds())
+	rss, cpu := engine.Usage()
+	say("cozy-aio: peak RSS %d MB, CPU %.1f s", rss>>20, cpu.Seconds())
+	for _, c := range flux {
+		say("%s: peak RSS %d MB", filepath.Base(c.Path), peakRSS(c.Process.Pid)>>20)
+	}
+	if o.keep {
+		say("kept running: KUBECONFIG=%s; interrupt to stop", cluster.Kubeconfig)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// startFlux applies Flux's CRDs over cozy-aio's (Flux 2.9's controllers
+// expect their own defaults) and starts source-controller and
+// helm-controller as Cozystack's flux-instance runs them: --concurrent=20,
+// --requeue-dependency=5s, and helm-controller's ExternalArtifact gate,
+// which the flux-operator opens when source-watcher is a component.
+func startFlux(ctx context.Context, o options, kubeconfig, logs, trust string, dyn dynamic.Interface, say func(string, ...any)) ([]*exec.Cmd, error) {
+	if err := waitFor(ctx, 2*time.Minute, "cozy-aio's CRDs", func() (bool, error) {
+		_, err := dyn.Resource(ociGVR).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}); err != nil {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig="+kubeconfig, "apply", "--server-side",
+		"--force-conflicts", "--field-manager=flux", "-f", filepath.Join(o.fluxDir, "crds")).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("applying Flux's CRDs: %v: %s", err, out)
+	}
+	storage := filepath.Join(o.workDir, "data", "source-controller")
+	if err := os.MkdirAll(storage, 0o700); err != nil {
+		return nil, err
+	}
+	addr := func() string { return "127.0.0.1:" + fmt.Sprint(freePort()) }
+	storageAddr := addr()
+	var cmds []*exec.Cmd
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"source-controller", []string{"--metrics-addr=" + addr(), "--health-addr=" + addr(), "--enable-leader-election=false",
+			"--storage-path=" + storage, "--storage-addr=" + storageAddr, "--storage-adv-addr=" + storageAddr,
+			"--log-encoding=json", "--concurrent=20", "--requeue-dependency=5s"}},
+		{"helm-controller", []string{"--metrics-addr=" + addr(), "--health-addr=" + addr(), "--enable-leader-election=false",
+			"--log-encoding=json", "--concurrent=20", "--requeue-dependency=5s", "--feature-gates=ExternalArtifact=true"}},
+	} {
+		f, err := os.Create(filepath.Join(logs, c.name+".log"))
+		if err != nil {
+			return cmds, err
+		}
+		cmd := exec.Command(filepath.Join(o.fluxDir, c.name), c.args...)
+		cmd.Stdout, cmd.Stderr = f, f
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "RUNTIME_NAMESPACE=cozy-system", trust)
+		if err := cmd.Start(); err != nil {
+			return cmds, fmt.Errorf("%s: %w", c.name, err)
+		}
+		cmds = append(cmds, cmd)
+		say("Flux's %s started: %s %s", c.name, cmd.Path, strings.Join(c.args, " "))
+	}
+	return cmds, nil
+}
+
+// peakRSS is a running process's peak resident set (VmHWM).
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// hostedNetwork stands for the CNI a hosted cluster already has (the
+// isp-hosted variant installs none): a DaemonSet whose pods give the
+// simulated nodes their network, and Cilium's policy CRDs.
+func hostedNetwork(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) error {
+	labels := testenv.DefaultNetworkPodLabels
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "hosted-cni", Namespace: "kube-system"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					HostNetwork: true,
+					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers:  []corev1.Container{{Name: "cni", Image: "hosted-cni"}},
+				},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().DaemonSets("kube-system").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// A hosted cluster's Cilium: the charts write its network policies.
+	for _, k := range []struct{ kind, plural, scope string }{
+		{"CiliumNetworkPolicy", "ciliumnetworkpolicies", "Namespaced"},
+		{"CiliumClusterwideNetworkPolicy", "ciliumclusterwidenetworkpolicies", "Cluster"},
+	} {
+		crd := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+			"metadata": map[string]any{"name": k.plural + ".cilium.io"},
+			"spec": map[string]any{
+				"group": "cilium.io", "scope": k.scope,
+				"names": map[string]any{"kind": k.kind, "plural": k.plural, "singular": strings.ToLower(k.kind), "listKind": k.kind + "List"},
+				"versions": []any{map[string]any{"name": "v2", "served": true, "storage": true,
+					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+			},
+		}}
+		if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// webhooksFailOpen sets failurePolicy Ignore on every admission webhook
+// the charts install: kwok plays their pods, so nothing serves them, where
+// on a real cluster the webhook's pod would answer. Both engines meet the
+// same webhooks the same way.
+func webhooksFailOpen(ctx context.Context, cs kubernetes.Interface, say func(string, ...any)) {
+	ignore := admissionv1.Ignore
+	done := map[string]string{}
+	for ctx.Err() == nil {
+		if list, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{}); err == nil {
+			for i := range list.Items {
+				c := &list.Items[i]
+				if done["v/"+c.Name] == c.ResourceVersion {
+					continue
+				}
+				changed := false
+				for j := range c.Webhooks {
+					if c.Webhooks[j].FailurePolicy == nil || *c.Webhooks[j].FailurePolicy != ignore {
+						c.Webhooks[j].FailurePolicy, changed = &ignore, true
+					}
+				}
+				if changed {
+					if u, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{FieldManager: "cozystack-acceptance"}); err == nil {
+						say("ValidatingWebhookConfiguration %s: failurePolicy Ignore (no pod serves it here)", c.Name)
+						c = u
+					}
+				}
+				done["v/"+c.Name] = c.ResourceVersion
+			}
+		}
+		if list, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{}); err == nil {
+			for i := range list.Items {
+				c := &list.Items[i]
+				if done["m/"+c.Name] == c.ResourceVersion {
+					continue
+				}
+				changed := false
+				for j := range c.Webhooks {
+					if c.Webhooks[j].FailurePolicy == nil || *c.Webhooks[j].FailurePolicy != ignore {
+						c.Webhooks[j].FailurePolicy, changed = &ignore, true
+					}
+				}
+				if changed {
+					if u, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{FieldManager: "cozystack-acceptance"}); err == nil {
+						say("MutatingWebhookConfiguration %s: failurePolicy Ignore (no pod serves it here)", c.Name)
+						c = u
+					}
+				}
+				done["m/"+c.Name] = c.ResourceVersion
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// report prints each HelmRelease's state and Helm revisions, and the
+// Warning Events still standing.
+func report(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, say func(string, ...any)) {
+	list, err := dyn.Resource(hrGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		say("listing HelmReleases: %v", err)
+		return
+	}
+	secrets, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		say("listing release Secrets: %v", err)
+		return
+	}
+	revisions := map[string]int{}
+	for _, s := range secrets.Items {
+		revisions[s.Namespace+"/"+s.Labels["name"]]++
+	}
+	items := list.Items
+	sort.Slice(items, func(i, j int) bool {
+		return items[i].GetNamespace()+"/"+items[i].GetName() < items[j].GetNamespace()+"/"+items[j].GetName()
+	})
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "HELMRELEASE\tREADY\tREVISIONS\tMESSAGE")
+	hist := map[int]int{}
+	for _, hr := range items {
+		status, msg := readyOf(&hr)
+		target, _, _ := unstructured.NestedString(hr.Object, "spec", "targetNamespace")
+		release, _, _ := unstructured.NestedString(hr.Object, "spec", "releaseName")
+		storage, _, _ := unstructured.NestedString(hr.Object, "spec", "storageNamespace")
+		if storage == "" {
+			storage = target
+		}
+		if storage == "" {
+			storage = hr.GetNamespace()
+		}
+		if release == "" {
+			release = hr.GetName()
+			if target != "" {
+				release = target + "-" + hr.GetName()
+			}
+		}
+		n := revisions[storage+"/"+release]
+		hist[n]++
+		if len(msg) > 110 {
+			msg = msg[:110] + "…"
+		}
+		fmt.Fprintf(w, "%s/%s\t%s\t%d\t%s\n", hr.GetNamespace(), hr.GetName(), status, n, msg)
+	}
+	w.Flush()
+	counts := []string{}
+	for n, c := range hist {
+		counts = append(counts, fmt.Sprintf("%d with %d", c, n))
+	}
+	sort.Strings(counts)
+	say("%d HelmReleases; release records: %s", len(items), strings.Join(counts, ", "))
+	events, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+	if err != nil {
+		say("listing Events: %v", err)
+		return
+	}
+	kinds := map[string]int{}
+	for _, e := range events.Items {
+		k := e.InvolvedObject.Kind
+		kinds[k]++
+		if strings.Contains(e.InvolvedObject.APIVersion, "fluxcd.io") {
+			say("Warning Event %s/%s %s %s (x%d): %.160s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.InvolvedObject.Namespace, e.Count, e.Message)
+		}
+	}
+	say("Warning Events by kind: %v", kinds)
+	eas, err := dyn.Resource(eaGVR).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		say("%d ExternalArtifacts", len(eas.Items))
+	}
+}
+
+func readyOf(u *unstructured.Unstructured) (status, message string) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" {
+			s, _ := m["status"].(string)
+			msg, _ := m["message"].(string)
+			return s, msg
+		}
+	}
+	return "Unknown", ""
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, what string, done func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ok, err := done()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not within %s", what, timeout)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 19440
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
