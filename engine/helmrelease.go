@@ -238,6 +238,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		ServiceAccountNamespace: obj.Namespace,
 	}
 	opts.Known = knownRevision(obj, rel)
+	opts.Adopt = adoption(obj, kind, art.Revision)
 	obj.Status.LastAttemptedRevision = art.Revision
 	obj.Status.LastAttemptedRevisionDigest = art.Digest
 	obj.Status.LastAttemptedGeneration = obj.Generation
@@ -281,6 +282,14 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
 		o.requeueAfter = res.Next.After
 		return o
+	}
+	if res.Adopted {
+		// What helm-controller last attempted, which its snapshot just
+		// verified: its status stays as it wrote it.
+		s := opts.Adopt.Snapshot
+		obj.Status.LastAttemptedRevision, obj.Status.LastAttemptedRevisionDigest = s.ChartVersion, s.OCIDigest
+		obj.Status.LastAttemptedConfigDigest = s.ConfigDigest
+		return adoptedOutcome(obj, s)
 	}
 	// In sync with nothing done, Ready keeps the words of the action that
 	// made the deployed revision, so that a periodic check writes nothing

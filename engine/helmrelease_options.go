@@ -3,6 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -256,6 +259,11 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 	obj.Status.InstallFailures = int64(res.State.InstallFailures)
 	obj.Status.UpgradeFailures = int64(res.State.UpgradeFailures)
 	obj.Status.Failures = obj.Status.InstallFailures + obj.Status.UpgradeFailures
+	if res.Adopted {
+		// helm-controller's history stands: rewritten in cozy-aio's form
+		// it would no longer verify the record for helm-controller.
+		return
+	}
 	if res.State.Digest != "" {
 		obj.Status.LastAttemptedConfigDigest = res.State.Digest
 	}
@@ -340,6 +348,82 @@ func knownRevision(obj *helmv2.HelmRelease, rel helm.Release) *helm.Result {
 		}
 	}
 	return nil
+}
+
+// adoption is helm-controller's record of the latest revision
+// (status.history[0]) with the source revision it takes the chart version
+// from, for apply/helm to take a release helm-controller made over without
+// an upgrade (helm.ReconcileOptions.Adopt). Nil when the history is empty,
+// or when spec.postRenderers or spec.commonMetadata differ from what
+// helm-controller last observed: it upgrades then, and so does cozy-aio.
+//
+// helm-controller compares the post-render digests only when
+// status.observedGeneration is behind metadata.generation; they are
+// compared here on every reconcile, since cozy-aio writes
+// observedGeneration on reconciles that do not reach Helm.
+func adoption(obj *helmv2.HelmRelease, sourceKind, revision string) *helm.Adoption {
+	h := obj.Status.History
+	if len(h) == 0 || h[0] == nil {
+		return nil
+	}
+	var pr, cm string
+	if obj.Spec.PostRenderers != nil {
+		pr = jsonDigest(obj.Spec.PostRenderers)
+	}
+	if obj.Spec.CommonMetadata != nil {
+		cm = jsonDigest(obj.Spec.CommonMetadata)
+	}
+	if pr != obj.Status.ObservedPostRenderersDigest || cm != obj.Status.ObservedCommonMetadataDigest {
+		return nil
+	}
+	a := &helm.Adoption{Snapshot: snapshotFrom(h[0])}
+	// helm-controller puts the source's digest into the chart version for
+	// these sources only (mutateChartWithSourceRevision).
+	if sourceKind == sourcev1.OCIRepositoryKind || sourceKind == sourcev1.ExternalArtifactKind && strings.Contains(revision, ":") {
+		a.Revision = revision
+	}
+	return a
+}
+
+// jsonDigest is helm-controller's digest of spec.postRenderers and
+// spec.commonMetadata: SHA-256 of encoding/json's Encoder output, trailing
+// newline included, "sha256:<hex>".
+func jsonDigest(v any) string {
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(v); err != nil {
+		return ""
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// snapshotFrom is s without the Flux API types.
+func snapshotFrom(s *helmv2.Snapshot) helm.Snapshot {
+	out := helm.Snapshot{
+		APIVersion: s.APIVersion, Digest: s.Digest, Name: s.Name, Namespace: s.Namespace, Version: s.Version,
+		Status: s.Status, Action: string(s.Action), ChartName: s.ChartName, ChartVersion: s.ChartVersion,
+		AppVersion: s.AppVersion, ConfigDigest: s.ConfigDigest, OCIDigest: s.OCIDigest,
+		FirstDeployed: s.FirstDeployed.Time, LastDeployed: s.LastDeployed.Time, Deleted: s.Deleted.Time,
+	}
+	if s.TestHooks != nil {
+		out.TestHooks = map[string]helm.HookRun{}
+		for name, t := range *s.TestHooks {
+			if t != nil {
+				out.TestHooks[name] = helm.HookRun{Started: t.LastStarted.Time, Completed: t.LastCompleted.Time, Phase: t.Phase}
+			}
+		}
+	}
+	return out
+}
+
+// adoptedOutcome is the Ready condition of a release helm-controller made
+// and cozy-aio found in sync: helm-controller's own (its Released
+// condition, which its Ready repeats), so that the takeover changes none
+// of its words.
+func adoptedOutcome(obj *helmv2.HelmRelease, s helm.Snapshot) outcome {
+	if c := conditions.Get(obj, helmv2.ReleasedCondition); c != nil && c.Status == metav1.ConditionTrue {
+		return outcome{ready: true, reason: c.Reason, message: c.Message}
+	}
+	return succeeded("Helm release %s/%s.v%d with chart %s@%s is in sync", s.Namespace, s.Name, s.Version, s.ChartName, s.ChartVersion)
 }
 
 // splitChart splits Helm's "name-version" at the last dash before a digit.

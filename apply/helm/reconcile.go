@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 )
 
 // ReconcileOptions configures Reconcile. The zero value of each field is
@@ -71,6 +72,13 @@ type ReconcileOptions struct {
 	// record, nor for a release applied as a service account. Default:
 	// nil, the records are read.
 	Known *Result
+	// Adopt, when set, is helm-controller's record of the latest revision,
+	// for a release it made: a latest record without this package's digest
+	// label that Adopt says is up to date (Adoption.OutOfSync is "") is
+	// left as it is, with nothing written to it, and Outcome.Adopted is
+	// set. Not with Test: the test hooks' runs would be written to the
+	// record. Default: nil, such a release is upgraded.
+	Adopt *Adoption
 	// Test, when set, runs the test hooks after a successful install or
 	// upgrade, and on an up-to-date deployed revision whose selected hooks
 	// have not run. A failed test is a failure of the action that made the
@@ -97,6 +105,10 @@ type Outcome struct {
 	// Test is the outcome of the test hooks when this call ran them;
 	// nil when it did not.
 	Test *TestReport
+	// Adopted is true when the latest revision is helm-controller's and
+	// ReconcileOptions.Adopt found it up to date: nothing was written,
+	// and helm-controller's snapshot still describes the revision.
+	Adopted bool
 }
 
 // Reconcile brings a release to the Spec: it recovers a pending revision
@@ -191,6 +203,11 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 			out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
 			return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
 		}
+	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == "" && o.adopts(latest, p):
+		out.Adopted = true
+		out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
+		out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
+		return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
 	}
 	now := s.m.opts.Now()
 	if ok, next := Admit(out.State, a, pol, now); !ok {
@@ -253,6 +270,15 @@ func (s *session) failure(o ReconcileOptions, a Action, pol Remediation, err err
 	r, ra, rerr := s.remedy(h, plan.Remedy, ro, o.Uninstall)
 	out.Steps = append(out.Steps, resultOf(ra, r))
 	return errors.Join(err, rerr)
+}
+
+// adopts tells whether latest, a record another writer made, is up to
+// date by o.Adopt.
+func (o ReconcileOptions) adopts(latest *releasev1.Release, p prepared) bool {
+	if o.Adopt == nil || o.Test != nil || p.chart == nil {
+		return false
+	}
+	return o.Adopt.OutOfSync(latest, p.chart.Metadata, p.values) == ""
 }
 
 func (o ReconcileOptions) starting(a Action, timeout time.Duration) {
