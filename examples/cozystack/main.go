@@ -46,6 +46,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -59,7 +60,11 @@ type options struct {
 	// fluxDir holds Flux's source-controller and helm-controller binaries
 	// and, in crds/, their CRDs: with it, they reconcile in cozy-aio's
 	// place and cozy-aio runs as their source-watcher only.
-	fluxDir         string
+	fluxDir string
+	// switchOver, with fluxDir, stops Flux's controllers once the
+	// platform has settled and starts cozy-aio with every kind, as a
+	// switch from Flux does.
+	switchOver      bool
 	timeout, settle time.Duration
 	keep            bool
 }
@@ -70,6 +75,7 @@ func main() {
 	flag.StringVar(&o.operator, "operator", os.Getenv("COZYSTACK_OPERATOR"), "the cozystack-operator binary built from the same checkout (COZYSTACK_OPERATOR)")
 	flag.StringVar(&o.binary, "cozy-aio", "bin/cozy-aio", "the cozy-aio binary")
 	flag.StringVar(&o.fluxDir, "flux-dir", "", "run Flux's controllers from this directory (source-controller, helm-controller, crds/) in cozy-aio's place; cozy-aio then reconciles ArtifactGenerators only, as source-watcher, whose module the proxy does not serve")
+	flag.BoolVar(&o.switchOver, "switch", false, "with -flux-dir: once settled, stop Flux's controllers, start cozy-aio with every kind and report what it changed")
 	flag.StringVar(&o.workDir, "work-dir", "", "logs and data (default: a temporary directory, kept)")
 	flag.StringVar(&o.variant, "variant", "isp-hosted", "the platform Package's variant")
 	flag.StringVar(&o.values, "values", "bundles: {system: {enabled: true, variant: isp-hosted}, paas: {enabled: false}, naas: {enabled: false}}\npublishing: {host: example.org, apiServerEndpoint: https://api.example.org:6443}",
@@ -164,11 +170,12 @@ func run(ctx context.Context, o options) error {
 	if o.fluxDir != "" {
 		extra = []string{"--kinds=ArtifactGenerator"}
 	}
-	engine, err := demo.NewProcess(demo.ProcessOptions{
+	popts := demo.ProcessOptions{
 		Binary: o.binary, WorkDir: o.workDir, Logs: logs, ID: "cozy-aio-0",
 		Server: cluster.Config.Host, Kubeconfig: cluster.Kubeconfig, Health: freePort(), Extra: extra,
 		Env: []string{trust},
-	})
+	}
+	engine, err := demo.NewProcess(popts)
 	if err != nil {
 		return err
 	}
@@ -317,10 +324,151 @@ func run(ctx context.Context, o options) error {
 	for _, c := range flux {
 		say("%s: peak RSS %d MB", filepath.Base(c.Path), peakRSS(c.Process.Pid)>>20)
 	}
+	if o.switchOver && len(flux) > 0 {
+		for _, c := range flux {
+			_ = c.Process.Signal(syscall.SIGTERM)
+			_ = c.Wait()
+		}
+		flux = nil
+		engine.Stop(30 * time.Second)
+		popts.Extra, popts.Logs = nil, filepath.Join(logs, "switch")
+		if err := os.MkdirAll(popts.Logs, 0o755); err != nil {
+			return err
+		}
+		if err := switchOver(ctx, cs, dyn, popts, say); err != nil {
+			return err
+		}
+	}
 	if o.keep {
 		say("kept running: KUBECONFIG=%s; interrupt to stop", cluster.Kubeconfig)
 		<-ctx.Done()
 	}
+	return nil
+}
+
+// watched are the kinds whose objects a switch-over must leave alone:
+// their resourceVersion (generation for the workloads, whose status
+// moves) before and after.
+var watched = []struct {
+	gvr        schema.GroupVersionResource
+	generation bool
+}{
+	{schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, false},
+	{schema.GroupVersionResource{Version: "v1", Resource: "services"}, false},
+	{schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, false},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, false},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, false},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, false},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}, false},
+	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
+	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, true},
+	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, true},
+}
+
+// objectVersions maps each watched object the charts label
+// app.kubernetes.io/managed-by=Helm to its resourceVersion or generation.
+func objectVersions(ctx context.Context, dyn dynamic.Interface) map[string]string {
+	out := map[string]string{}
+	for _, w := range watched {
+		list, err := dyn.Resource(w.gvr).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=Helm"})
+		if err != nil {
+			continue
+		}
+		for _, it := range list.Items {
+			v := it.GetResourceVersion()
+			if w.generation {
+				v = fmt.Sprint(it.GetGeneration())
+			}
+			out[w.gvr.Resource+"/"+it.GetNamespace()+"/"+it.GetName()] = v
+		}
+	}
+	return out
+}
+
+// releaseRecords counts the Helm release Secrets of each release.
+func releaseRecords(ctx context.Context, cs kubernetes.Interface) (map[string]int, error) {
+	secrets, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, s := range secrets.Items {
+		out[s.Namespace+"/"+s.Labels["name"]]++
+	}
+	return out, nil
+}
+
+// switchOver starts cozy-aio with every kind where Flux's controllers
+// ran, asks every HelmRelease for a reconcile and waits until each has
+// answered it, then reports the new Helm revisions and the objects
+// written, which a switch must leave at none.
+func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, popts demo.ProcessOptions, say func(string, ...any)) error {
+	before, err := releaseRecords(ctx, cs)
+	if err != nil {
+		return err
+	}
+	objects := objectVersions(ctx, dyn)
+	engine, err := demo.NewProcess(popts)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := engine.Start(); err != nil {
+		return err
+	}
+	defer engine.Stop(30 * time.Second)
+	say("switch: Flux's controllers stopped, cozy-aio started with every kind: %s", strings.Join(engine.Args(), " "))
+	token := time.Now().Format(time.RFC3339Nano)
+	list, err := dyn.Resource(hrGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, hr := range list.Items {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, token)
+		if _, err := dyn.Resource(hrGVR).Namespace(hr.GetNamespace()).Patch(ctx, hr.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
+	var pending []string
+	err = waitFor(ctx, 5*time.Minute, "every HelmRelease to answer the reconcile request", func() (bool, error) {
+		list, err := dyn.Resource(hrGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pending = pending[:0]
+		for _, hr := range list.Items {
+			if h, _, _ := unstructured.NestedString(hr.Object, "status", "lastHandledReconcileAt"); h != token {
+				pending = append(pending, hr.GetNamespace()+"/"+hr.GetName())
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		say("switch: not answered: %s", strings.Join(pending, ", "))
+		return err
+	}
+	say("switch: every HelmRelease answered the request %.1f s after cozy-aio's start", time.Since(start).Seconds())
+	after, err := releaseRecords(ctx, cs)
+	if err != nil {
+		return err
+	}
+	revised := []string{}
+	for r, n := range after {
+		if n != before[r] {
+			revised = append(revised, fmt.Sprintf("%s (%d → %d)", r, before[r], n))
+		}
+	}
+	sort.Strings(revised)
+	written := map[string]int{}
+	now := objectVersions(ctx, dyn)
+	for k, v := range objects {
+		if now[k] != v {
+			written[k[:strings.Index(k, "/")]]++
+		}
+	}
+	say("switch: %d of %d releases with new Helm revisions: %s", len(revised), len(after), strings.Join(revised, ", "))
+	say("switch: %d Helm-labelled objects watched, rewritten by kind: %v", len(objects), written)
+	report(ctx, cs, dyn, say)
 	return nil
 }
 
