@@ -141,11 +141,15 @@ func TestArtifactOfAnotherServerIsFetched(t *testing.T) {
 	if err := cp.Client.Create(ctx, gen); err != nil {
 		t.Fatal(err)
 	}
-	ea := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns}}
-	waitFor(t, ea, func() bool { return ea.Status.Artifact != nil && conditions.IsReady(ea) }, "ExternalArtifact with an artifact")
-	if n := gets.Load(); n != 1 {
-		t.Errorf("the foreign artifact was fetched %d times, want 1", n)
+	readyOnce := func(name, what string) {
+		t.Helper()
+		ea := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		waitFor(t, ea, func() bool { return ea.Status.Artifact != nil && conditions.IsReady(ea) }, "ExternalArtifact "+name+" with an artifact")
+		if n := gets.Load(); n != 1 {
+			t.Errorf("%s, the foreign artifact was fetched %d times, want 1", what, n)
+		}
 	}
+	readyOnce("demo", "after the first output")
 
 	// A second output of the same source reads it from the store.
 	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(gen), gen); err != nil {
@@ -157,11 +161,7 @@ func TestArtifactOfAnotherServerIsFetched(t *testing.T) {
 	if err := cp.Client.Update(ctx, gen); err != nil {
 		t.Fatal(err)
 	}
-	ea2 := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: "demo-copy", Namespace: ns}}
-	waitFor(t, ea2, func() bool { return ea2.Status.Artifact != nil && conditions.IsReady(ea2) }, "the second ExternalArtifact")
-	if n := gets.Load(); n != 1 {
-		t.Errorf("after a second output, the foreign artifact was fetched %d times, want 1", n)
-	}
+	readyOnce("demo-copy", "after a second output")
 
 	// An artifact whose bytes do not match its digest is refused.
 	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {

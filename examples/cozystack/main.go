@@ -40,7 +40,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,10 +60,12 @@ type options struct {
 	// and, in crds/, their CRDs: with it, they reconcile in cozy-aio's
 	// place and cozy-aio runs as their source-watcher only.
 	fluxDir string
-	// switchOver, with fluxDir, stops Flux's controllers once the
-	// platform has settled and starts cozy-aio with every kind, as a
-	// switch from Flux does.
+	// switchOver stops the engine once the platform has settled and
+	// starts the other: cozy-aio with every kind after Flux's controllers
+	// (with fluxDir), Flux's controllers after cozy-aio (without it, but
+	// with -switch-flux-dir), as a switch from Flux, or back, does.
 	switchOver      bool
+	switchFluxDir   string
 	timeout, settle time.Duration
 	keep            bool
 }
@@ -75,7 +76,8 @@ func main() {
 	flag.StringVar(&o.operator, "operator", os.Getenv("COZYSTACK_OPERATOR"), "the cozystack-operator binary built from the same checkout (COZYSTACK_OPERATOR)")
 	flag.StringVar(&o.binary, "cozy-aio", "bin/cozy-aio", "the cozy-aio binary")
 	flag.StringVar(&o.fluxDir, "flux-dir", "", "run Flux's controllers from this directory (source-controller, helm-controller, crds/) in cozy-aio's place; cozy-aio then reconciles ArtifactGenerators only, as source-watcher, whose module the proxy does not serve")
-	flag.BoolVar(&o.switchOver, "switch", false, "with -flux-dir: once settled, stop Flux's controllers, start cozy-aio with every kind and report what it changed")
+	flag.BoolVar(&o.switchOver, "switch", false, "once settled, stop the engine and start the other (with -flux-dir: Flux's controllers to cozy-aio; without: cozy-aio to Flux's controllers from -switch-flux-dir), and report what it changed")
+	flag.StringVar(&o.switchFluxDir, "switch-flux-dir", "", "with -switch and without -flux-dir: Flux's controllers to switch to (as -flux-dir)")
 	flag.StringVar(&o.workDir, "work-dir", "", "logs and data (default: a temporary directory, kept)")
 	flag.StringVar(&o.variant, "variant", "isp-hosted", "the platform Package's variant")
 	flag.StringVar(&o.values, "values", "bundles: {system: {enabled: true, variant: isp-hosted}, paas: {enabled: false}, naas: {enabled: false}}\npublishing: {host: example.org, apiServerEndpoint: https://api.example.org:6443}",
@@ -103,6 +105,9 @@ var (
 func run(ctx context.Context, o options) error {
 	if o.packages == "" || o.operator == "" {
 		return errors.New("-packages and -operator are required (see the package comment)")
+	}
+	if o.switchOver && o.fluxDir == "" && o.switchFluxDir == "" {
+		return errors.New("-switch needs -flux-dir (from Flux) or -switch-flux-dir (to Flux)")
 	}
 	if o.workDir == "" {
 		d, err := os.MkdirTemp("", "cozystack-acceptance-")
@@ -144,7 +149,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	go webhooksFailOpen(ctx, cs, say)
+	go webhooksFailOpen(ctx, dyn, say)
 
 	reg, err := testenv.StartRegistry(testenv.RegistryOptions{TLS: true})
 	if err != nil {
@@ -175,12 +180,8 @@ func run(ctx context.Context, o options) error {
 		Server: cluster.Config.Host, Kubeconfig: cluster.Kubeconfig, Health: freePort(), Extra: extra,
 		Env: []string{trust},
 	}
-	engine, err := demo.NewProcess(popts)
+	engine, start, err := startCozyAIO(popts)
 	if err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := engine.Start(); err != nil {
 		return err
 	}
 	defer engine.Stop(30 * time.Second)
@@ -324,18 +325,49 @@ func run(ctx context.Context, o options) error {
 	for _, c := range flux {
 		say("%s: peak RSS %d MB", filepath.Base(c.Path), peakRSS(c.Process.Pid)>>20)
 	}
-	if o.switchOver && len(flux) > 0 {
+	if o.switchOver {
+		// The other engine takes over: Flux's controllers stop and
+		// cozy-aio starts with every kind, or cozy-aio stops and Flux's
+		// controllers start with cozy-aio as their source-watcher.
 		for _, c := range flux {
 			_ = c.Process.Signal(syscall.SIGTERM)
 			_ = c.Wait()
 		}
-		flux = nil
 		engine.Stop(30 * time.Second)
+		toFlux := len(flux) == 0
+		flux = nil
 		popts.Extra, popts.Logs = nil, filepath.Join(logs, "switch")
+		if toFlux {
+			popts.Extra = []string{"--kinds=ArtifactGenerator"}
+		}
 		if err := os.MkdirAll(popts.Logs, 0o755); err != nil {
 			return err
 		}
-		if err := switchOver(ctx, cs, dyn, popts, say); err != nil {
+		takeOver := func() (func(), error) {
+			next, _, err := startCozyAIO(popts)
+			if err != nil {
+				return nil, err
+			}
+			stop := func() { next.Stop(30 * time.Second) }
+			if !toFlux {
+				return stop, nil
+			}
+			fo := o
+			fo.fluxDir = o.switchFluxDir
+			cmds, err := startFlux(ctx, fo, cluster.Kubeconfig, popts.Logs, trust, dyn, say)
+			return func() {
+				for _, c := range cmds {
+					_ = c.Process.Signal(syscall.SIGTERM)
+					_ = c.Wait()
+				}
+				stop()
+			}, err
+		}
+		to := "cozy-aio with every kind"
+		if toFlux {
+			to = "Flux's controllers (with cozy-aio as their source-watcher)"
+		}
+		if err := switchOver(ctx, cs, dyn, to, takeOver, say); err != nil {
 			return err
 		}
 	}
@@ -398,26 +430,36 @@ func releaseRecords(ctx context.Context, cs kubernetes.Interface) (map[string]in
 	return out, nil
 }
 
-// switchOver starts cozy-aio with every kind where Flux's controllers
-// ran, asks every HelmRelease for a reconcile and waits until each has
-// answered it, then reports the new Helm revisions and the objects
-// written, which a switch must leave at none.
-func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, popts demo.ProcessOptions, say func(string, ...any)) error {
+// startCozyAIO starts a cozy-aio process, and says when.
+func startCozyAIO(popts demo.ProcessOptions) (*demo.Process, time.Time, error) {
+	p, err := demo.NewProcess(popts)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	start := time.Now()
+	return p, start, p.Start()
+}
+
+// switchOver stops nothing itself: the engine that ran is stopped, and
+// takeOver starts the other one (to names it). It asks every HelmRelease
+// for a reconcile and waits until each has answered it, then reports the
+// new Helm revisions and the objects written, which a switch must leave
+// at none.
+func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, to string, takeOver func() (stop func(), err error), say func(string, ...any)) error {
 	before, err := releaseRecords(ctx, cs)
 	if err != nil {
 		return err
 	}
 	objects := objectVersions(ctx, dyn)
-	engine, err := demo.NewProcess(popts)
+	start := time.Now()
+	stop, err := takeOver()
+	if stop != nil {
+		defer stop()
+	}
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	if err := engine.Start(); err != nil {
-		return err
-	}
-	defer engine.Stop(30 * time.Second)
-	say("switch: Flux's controllers stopped, cozy-aio started with every kind: %s", strings.Join(engine.Args(), " "))
+	say("switch: the engine that ran stopped, %s started", to)
 	token := time.Now().Format(time.RFC3339Nano)
 	list, err := dyn.Resource(hrGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -447,7 +489,7 @@ func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 		say("switch: not answered: %s", strings.Join(pending, ", "))
 		return err
 	}
-	say("switch: every HelmRelease answered the request %.1f s after cozy-aio's start", time.Since(start).Seconds())
+	say("switch: every HelmRelease answered the request %.1f s after the start of %s", time.Since(start).Seconds(), to)
 	after, err := releaseRecords(ctx, cs)
 	if err != nil {
 		return err
@@ -586,50 +628,36 @@ func hostedNetwork(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Int
 // the charts install: kwok plays their pods, so nothing serves them, where
 // on a real cluster the webhook's pod would answer. Both engines meet the
 // same webhooks the same way.
-func webhooksFailOpen(ctx context.Context, cs kubernetes.Interface, say func(string, ...any)) {
-	ignore := admissionv1.Ignore
+func webhooksFailOpen(ctx context.Context, dyn dynamic.Interface, say func(string, ...any)) {
 	done := map[string]string{}
 	for ctx.Err() == nil {
-		if list, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{}); err == nil {
-			for i := range list.Items {
-				c := &list.Items[i]
-				if done["v/"+c.Name] == c.ResourceVersion {
-					continue
-				}
-				changed := false
-				for j := range c.Webhooks {
-					if c.Webhooks[j].FailurePolicy == nil || *c.Webhooks[j].FailurePolicy != ignore {
-						c.Webhooks[j].FailurePolicy, changed = &ignore, true
-					}
-				}
-				if changed {
-					if u, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{FieldManager: "cozystack-acceptance"}); err == nil {
-						say("ValidatingWebhookConfiguration %s: failurePolicy Ignore (no pod serves it here)", c.Name)
-						c = u
-					}
-				}
-				done["v/"+c.Name] = c.ResourceVersion
+		for _, res := range []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"} {
+			r := dyn.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: res})
+			list, err := r.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue
 			}
-		}
-		if list, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{}); err == nil {
 			for i := range list.Items {
 				c := &list.Items[i]
-				if done["m/"+c.Name] == c.ResourceVersion {
+				key := res + "/" + c.GetName()
+				if done[key] == c.GetResourceVersion() {
 					continue
 				}
+				hooks, _, _ := unstructured.NestedSlice(c.Object, "webhooks")
 				changed := false
-				for j := range c.Webhooks {
-					if c.Webhooks[j].FailurePolicy == nil || *c.Webhooks[j].FailurePolicy != ignore {
-						c.Webhooks[j].FailurePolicy, changed = &ignore, true
+				for _, h := range hooks {
+					if m, ok := h.(map[string]any); ok && m["failurePolicy"] != "Ignore" {
+						m["failurePolicy"], changed = "Ignore", true
 					}
 				}
 				if changed {
-					if u, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{FieldManager: "cozystack-acceptance"}); err == nil {
-						say("MutatingWebhookConfiguration %s: failurePolicy Ignore (no pod serves it here)", c.Name)
+					_ = unstructured.SetNestedSlice(c.Object, hooks, "webhooks")
+					if u, err := r.Update(ctx, c, metav1.UpdateOptions{FieldManager: "cozystack-acceptance"}); err == nil {
+						say("%s %s: failurePolicy Ignore (no pod serves it here)", res, c.GetName())
 						c = u
 					}
 				}
-				done["m/"+c.Name] = c.ResourceVersion
+				done[key] = c.GetResourceVersion()
 			}
 		}
 		select {
