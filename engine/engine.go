@@ -118,6 +118,10 @@ type Engine struct {
 // until Start. With Options.Replicas enabled, the engine elects a leader
 // through the Lease Replicas.LeaderLease.
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
+	// Before anything is opened (the artifact server's listener).
+	if err := checkKinds(opts.Kinds, (&Engine{}).kinds()); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
 	if opts.Replicas.Enabled {
@@ -250,9 +254,6 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	}
 	if err := registerPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
 		return nil, fmt.Errorf("registering the shard metrics: %w", err)
-	}
-	if err := checkKinds(e.opts.Kinds, e.kinds()); err != nil {
-		return nil, err
 	}
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err

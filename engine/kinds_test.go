@@ -17,6 +17,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -151,25 +152,30 @@ func TestArtifactOfAnotherServerIsFetched(t *testing.T) {
 	}
 	readyOnce("demo", "after the first output")
 
-	// A second output of the same source reads it from the store.
-	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(gen), gen); err != nil {
-		t.Fatal(err)
-	}
-	gen.Spec.OutputArtifacts = append(gen.Spec.OutputArtifacts, swv1beta1.OutputArtifact{
-		Name: "demo-copy", Copy: []swv1beta1.CopyOperation{{From: "@pkg/chart/Chart.yaml", To: "@artifact/Chart.yaml"}},
-	})
-	if err := cp.Client.Update(ctx, gen); err != nil {
+	// A second output of the same source reads it from the store. (The
+	// engine writes the generator's status meanwhile: retry on conflict.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(gen), gen); err != nil {
+			return err
+		}
+		gen.Spec.OutputArtifacts = append(gen.Spec.OutputArtifacts, swv1beta1.OutputArtifact{
+			Name: "demo-copy", Copy: []swv1beta1.CopyOperation{{From: "@pkg/chart/Chart.yaml", To: "@artifact/Chart.yaml"}},
+		})
+		return cp.Client.Update(ctx, gen)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	readyOnce("demo-copy", "after a second output")
 
 	// An artifact whose bytes do not match its digest is refused.
-	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
-		t.Fatal(err)
-	}
-	src.Status.Artifact.Digest = "sha256:" + strings.Repeat("0", 64)
-	src.Status.Artifact.Revision = "sha256:" + strings.Repeat("cd", 32)
-	if err := cp.Client.Status().Update(ctx, src); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+			return err
+		}
+		src.Status.Artifact.Digest = "sha256:" + strings.Repeat("0", 64)
+		src.Status.Artifact.Revision = "sha256:" + strings.Repeat("cd", 32)
+		return cp.Client.Status().Update(ctx, src)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, gen, func() bool {

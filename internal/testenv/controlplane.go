@@ -229,7 +229,7 @@ func (cp *ControlPlane) removeFluxObjects(ctx context.Context, t testing.TB, ns 
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crd); err != nil {
 			continue
 		}
-		if !strings.HasSuffix(crd.Spec.Group, ".toolkit.fluxcd.io") || crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
+		if !strings.HasSuffix(crd.Spec.Group, ".fluxcd.io") || crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
 			continue
 		}
 		for _, v := range crd.Spec.Versions {
