@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/internal/testenv"
 )
@@ -58,8 +59,10 @@ func TestArtifactGeneratorFeedsAHelmRelease(t *testing.T) {
 	first := ea.Status.Artifact.Revision
 	waitFor(t, hr, readyIs(hr, true), "Ready=True")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-settings", Namespace: ns}}
-	if !exists(t, cm) || cm.Data["chart"] != "1.0.0" {
-		t.Fatalf("installed ConfigMap = %v", cm.Data)
+	// As helm-controller: an ExternalArtifact's revision with a digest
+	// goes into the chart version.
+	if v, _, err := helm.ChartVersionWithDigest("1.0.0", first); err != nil || !exists(t, cm) || cm.Data["chart"] != v {
+		t.Fatalf("installed ConfigMap = %v, want chart %s (%v)", cm.Data, v, err)
 	}
 
 	// A new source revision flows through the generator into an upgrade.
@@ -74,8 +77,8 @@ func TestArtifactGeneratorFeedsAHelmRelease(t *testing.T) {
 	waitFor(t, hr, func() bool {
 		return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
 	}, "upgrade")
-	if !exists(t, cm) || cm.Data["chart"] != "2.0.0" {
-		t.Fatalf("after the upgrade the ConfigMap says %v", cm.Data)
+	if v, _, err := helm.ChartVersionWithDigest("2.0.0", ea.Status.Artifact.Revision); err != nil || !exists(t, cm) || cm.Data["chart"] != v {
+		t.Fatalf("after the upgrade the ConfigMap says %v, want chart %s (%v)", cm.Data, v, err)
 	}
 }
 

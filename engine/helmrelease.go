@@ -2,15 +2,15 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -239,11 +239,14 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	opts.Known = knownRevision(obj, rel)
 	opts.Adopt = adoption(obj, kind, art.Revision)
-	obj.Status.LastAttemptedRevision = art.Revision
-	obj.Status.LastAttemptedRevisionDigest = art.Digest
+	opts.Chart.Revision = digestRevision(kind, art.Revision)
 	obj.Status.LastAttemptedGeneration = obj.Generation
 	obj.Status.StorageNamespace = rel.StorageNamespace
-	obj.Status.LastAttemptedConfigDigest = configDigest(art.Digest, values)
+	// As helm-controller: the chart version attempted (with the source's
+	// digest) and its OCI digest come with the Outcome (setHelmStatus).
+	obj.Status.LastAttemptedConfigDigest = helm.ConfigDigest(values)
+	obj.Status.LastAttemptedValuesChecksum = ""
+	obj.Status.LastReleaseRevision = 0
 	res, err := mgr.Reconcile(ctx, rel, opts, state)
 	if errors.Is(err, helm.ErrRecordConflict) && ctx.Err() == nil {
 		// Another holder wrote the release since this one read it (two
@@ -257,7 +260,13 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
 	setTestCondition(obj, res, rel)
+	if cve := (*helm.ChartVersionError)(nil); errors.As(err, &cve) {
+		// helm-controller's words: the chart does not fit its source's
+		// revision, and nothing was done.
+		return failed(ChartMutateErrorReason, cve)
+	}
 	if err != nil {
+		setReleaseFailed(obj, res, rel, err)
 		if res.Next.Kind == helm.NextStalled {
 			return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err))
 		}
@@ -291,11 +300,72 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		obj.Status.LastAttemptedConfigDigest = s.ConfigDigest
 		return adoptedOutcome(obj, s)
 	}
-	// In sync with nothing done, Ready keeps the words of the action that
-	// made the deployed revision, so that a periodic check writes nothing
-	// (Flux keeps the message too).
-	return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s", actionVerb(res), rel.Namespace, rel.Name,
-		res.Release.Revision, res.Release.Chart)
+	return releasedOutcome(obj, res, rel)
+}
+
+// setReleaseFailed sets Released=False as helm-controller does when this
+// reconcile's install or upgrade failed (not its test: TestSuccess says
+// that): InstallFailed or UpgradeFailed, naming the release and the chart
+// version attempted.
+func setReleaseFailed(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release, err error) {
+	var te *helm.TestError
+	if errors.As(err, &te) {
+		return
+	}
+	for i := len(res.Steps) - 1; i >= 0; i-- {
+		a := res.Steps[i].Action
+		if a != helm.ActionInstall && a != helm.ActionUpgrade {
+			continue
+		}
+		reason := helmv2.InstallFailedReason
+		if a == helm.ActionUpgrade {
+			reason = helmv2.UpgradeFailedReason
+		}
+		name, _ := splitChart(res.Steps[i].Chart)
+		if h := obj.Status.History; len(h) > 0 && h[0] != nil && h[0].ChartName != "" {
+			name = h[0].ChartName
+		}
+		conditions.MarkFalse(obj, helmv2.ReleasedCondition, reason, "Helm %s failed for release %s/%s with chart %s@%s: %s",
+			a, rel.Namespace, rel.Name, name, obj.Status.LastAttemptedRevision, err.Error())
+		return
+	}
+}
+
+// ChartMutateErrorReason is helm-controller's Ready reason for a chart
+// whose version cannot take its source's digest.
+const ChartMutateErrorReason = "ChartMutateError"
+
+// releasedOutcome is the Ready condition of a release in sync, as
+// helm-controller's summarize gives it: the Released condition's reason
+// and message. An install or upgrade sets Released=True with
+// InstallSucceeded or UpgradeSucceeded for the revision it made. In sync
+// with nothing done, a Released=True about the latest revision stands, so
+// that a periodic check writes nothing; one about another revision (a
+// rollback made the latest) or none (cozy-aio installed the release before
+// it kept Released) is written for the latest revision, by the action
+// Helm says made it.
+func releasedOutcome(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) outcome {
+	h := obj.Status.History
+	if len(h) == 0 || h[0] == nil {
+		name, version := splitChart(res.Release.Chart)
+		return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s@%s", actionVerb(res), rel.Namespace, rel.Name,
+			res.Release.Revision, name, version)
+	}
+	done := slices.ContainsFunc(res.Steps, func(s helm.Result) bool {
+		return s.Action == helm.ActionInstall || s.Action == helm.ActionUpgrade
+	})
+	c := conditions.Get(obj, helmv2.ReleasedCondition)
+	if !done && c != nil && c.Status == metav1.ConditionTrue && strings.HasSuffix(c.Message, releasedTarget(h[0])) {
+		return outcome{ready: true, reason: c.Reason, message: c.Message}
+	}
+	verb, reason := string(helm.ActionUpgrade), helmv2.UpgradeSucceededReason
+	if actionVerb(res) == string(helm.ActionInstall) {
+		verb, reason = string(helm.ActionInstall), helmv2.InstallSucceededReason
+	}
+	msg := releasedMessage(verb, h[0])
+	conditions.MarkTrue(obj, helmv2.ReleasedCondition, reason, "%s", msg)
+	conditions.Delete(obj, helmv2.RemediatedCondition)
+	return outcome{ready: true, reason: reason, message: msg}
 }
 
 // recordConflictRetry is how soon a release whose record another holder
@@ -370,10 +440,4 @@ func (e *Engine) releaseFinalizer(ctx context.Context, obj *helmv2.HelmRelease, 
 		return err
 	}
 	return nil
-}
-
-func configDigest(chartDigest string, values map[string]any) string {
-	b, _ := json.Marshal(values)
-	sum := sha256.Sum256(append([]byte(chartDigest+"\n"), b...))
-	return fmt.Sprintf("sha256:%x", sum)
 }

@@ -2,42 +2,91 @@ package engine
 
 import (
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
 
-// TestHistorySupersededAsRecords: a deployed revision marks the older
-// deployed entries of status.history superseded, as Helm marks their
-// records, while a failed one leaves them. The chaos campaign (seed 1,
-// internal/chaos TestCampaign) found status.history saying v1 deployed
-// next to a record saying superseded after an upgrade.
-func TestHistorySupersededAsRecords(t *testing.T) {
-	hr := &helmv2.HelmRelease{}
-	rel := helm.Release{Name: "app", Namespace: "t"}
-	step := func(rev int, status string) {
-		setHelmStatus(hr, helm.Outcome{Release: helm.Result{Revision: rev, Status: status, Chart: "chaos-1.0.0"}}, rel)
+const testOCIDigest = "sha256:9933f58f8bf459eb199d59ebc8a05683f3944e1242d9f5467d99aa2cf08a5370"
+
+func testRecord(version int, status rcommon.Status, color string) *releasev1.Release {
+	at := time.Date(2026, 12, 5, 10, version, 0, 0, time.UTC)
+	return &releasev1.Release{
+		Name: "app", Namespace: "t", Version: version,
+		Info:   &releasev1.Info{Status: status, FirstDeployed: at, LastDeployed: at, Description: string(status)},
+		Chart:  &chartv2.Chart{Metadata: &chartv2.Metadata{Name: "demo", Version: "1.0.0+9933f58f8bf4", APIVersion: "v2"}},
+		Config: map[string]any{"color": color},
 	}
-	statuses := func() []string {
-		var out []string
-		for _, s := range hr.Status.History {
-			out = append(out, s.Status)
+}
+
+// TestHistoryAsHelmControllerKeepsIt: status.history after an install, an
+// upgrade, a failed upgrade and the rollback that remedies it, as
+// helm-controller writes it (its §4.2 rules): every entry a snapshot v2
+// whose digest verifies the record as last written, the revision an upgrade
+// superseded refreshed without an action, the rollback's new revision first
+// without action or ociDigest.
+func TestHistoryAsHelmControllerKeepsIt(t *testing.T) {
+	var h helmv2.Snapshots
+	v1 := testRecord(1, rcommon.StatusDeployed, "green")
+	h = historyAfter(h, []helm.Record{{Action: helm.ActionInstall, Release: v1}}, testOCIDigest)
+	want := func(i, version int, status string, action helmv2.ReleaseAction, oci string, r *releasev1.Release) {
+		t.Helper()
+		s := h[i]
+		if s.Version != version || s.Status != status || s.Action != action || s.OCIDigest != oci ||
+			s.APIVersion != "v2" || s.Digest != helm.RecordDigest(r, oci) || s.ConfigDigest != helm.ConfigDigest(r.Config) ||
+			s.ChartVersion != "1.0.0+9933f58f8bf4" {
+			t.Fatalf("history[%d] = %+v, want v%d %s action %q ociDigest %q", i, s, version, status, action, oci)
 		}
-		return out
 	}
-	step(1, "deployed")
-	step(2, "failed")
-	if got := statuses(); len(got) != 2 || got[0] != "failed" || got[1] != "deployed" {
-		t.Fatalf("after a failed upgrade: %v, want [failed deployed]", got)
+	want(0, 1, "deployed", helmv2.ReleaseActionInstall, testOCIDigest, v1)
+
+	v2 := testRecord(2, rcommon.StatusDeployed, "red")
+	v1s := testRecord(1, rcommon.StatusSuperseded, "green")
+	h = historyAfter(h, []helm.Record{{Action: helm.ActionUpgrade, Release: v2}, {Action: helm.ActionUpgrade, Release: v1s}}, testOCIDigest)
+	if len(h) != 2 {
+		t.Fatalf("after the upgrade: %d entries", len(h))
 	}
-	step(3, "deployed") // the rollback
-	if got := statuses(); len(got) != 3 || got[0] != "deployed" || got[1] != "failed" || got[2] != "superseded" {
-		t.Fatalf("after the rollback: %v, want [deployed failed superseded]", got)
+	want(0, 2, "deployed", helmv2.ReleaseActionUpgrade, testOCIDigest, v2)
+	want(1, 1, "superseded", "", testOCIDigest, v1s)
+
+	v3 := testRecord(3, rcommon.StatusFailed, "blue")
+	h = historyAfter(h, []helm.Record{{Action: helm.ActionUpgrade, Release: v3}}, testOCIDigest)
+	want(0, 3, "failed", helmv2.ReleaseActionUpgrade, testOCIDigest, v3)
+
+	v3s := testRecord(3, rcommon.StatusSuperseded, "blue")
+	v2s := testRecord(2, rcommon.StatusSuperseded, "red")
+	v4 := testRecord(4, rcommon.StatusDeployed, "red")
+	h = historyAfter(h, []helm.Record{{Action: helm.ActionRollback, Release: v3s}, {Action: helm.ActionRollback, Release: v2s},
+		{Action: helm.ActionRollback, Release: v4}}, testOCIDigest)
+	if len(h) != 4 {
+		t.Fatalf("after the rollback: %d entries, want 4", len(h))
 	}
-	step(3, "deployed") // in sync: the same revision again
-	step(4, "deployed")
-	if got := statuses(); got[0] != "deployed" || got[1] != "superseded" {
-		t.Fatalf("after an upgrade: %v, want deployed then superseded", got)
+	want(0, 4, "deployed", "", "", v4)
+	want(1, 3, "superseded", helmv2.ReleaseActionRollback, testOCIDigest, v3s)
+	want(2, 2, "superseded", helmv2.ReleaseActionRollback, testOCIDigest, v2s)
+
+	// Nothing written (in sync): the history is kept, cut as
+	// helm-controller cuts it, to the previous deployed or superseded
+	// revision, whatever spec.maxHistory says.
+	hr := &helmv2.HelmRelease{}
+	hr.Status.History = h
+	one := 1
+	hr.Spec.MaxHistory = &one
+	setHelmStatus(hr, helm.Outcome{Next: helm.Next{Kind: helm.NextDone}}, helm.Release{Name: "app", Namespace: "t"})
+	if got := hr.Status.History; len(got) != 2 || got[0].Version != 4 || got[1].Version != 3 {
+		t.Fatalf("in sync: history %+v, want v4 and v3", got)
 	}
+
+	// A new install clears the history.
+	v5 := testRecord(5, rcommon.StatusDeployed, "red")
+	h = historyAfter(hr.Status.History, []helm.Record{{Action: helm.ActionInstall, Release: v5}}, testOCIDigest)
+	if len(h) != 1 {
+		t.Fatalf("after an install: %d entries", len(h))
+	}
+	want(0, 5, "deployed", helmv2.ReleaseActionInstall, testOCIDigest, v5)
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
@@ -231,10 +230,13 @@ func upgradeRemediation(up helmv2.Upgrade) helm.Remediation {
 	return out
 }
 
-// helmState reads the remediation state kept in HelmRelease status.
+// helmState reads the remediation state kept in HelmRelease status: the
+// failure counts of the chart version and values last attempted, which
+// apply/helm starts again for a new chart version or new values, as
+// helm-controller's failure reset.
 func helmState(obj *helmv2.HelmRelease) helm.State {
 	st := helm.State{
-		Digest:          obj.Status.LastAttemptedConfigDigest,
+		Digest:          helm.StateDigest(obj.Status.LastAttemptedRevision, obj.Status.LastAttemptedConfigDigest),
 		InstallFailures: int(obj.Status.InstallFailures),
 		UpgradeFailures: int(obj.Status.UpgradeFailures),
 	}
@@ -254,75 +256,56 @@ func readyCondition(obj *helmv2.HelmRelease) *metav1.Condition {
 }
 
 // setHelmStatus records the outcome in HelmRelease status: the failure
-// counts, the last action and the history.
+// counts, the chart version attempted, the last action and the history
+// of the records written, as helm-controller keeps them (historyAfter).
 func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) {
 	obj.Status.InstallFailures = int64(res.State.InstallFailures)
 	obj.Status.UpgradeFailures = int64(res.State.UpgradeFailures)
 	obj.Status.Failures = obj.Status.InstallFailures + obj.Status.UpgradeFailures
 	if res.Adopted {
-		// helm-controller's history stands: rewritten in cozy-aio's form
-		// it would no longer verify the record for helm-controller.
+		// helm-controller's history stands: it verifies the record.
 		return
 	}
-	if res.State.Digest != "" {
-		obj.Status.LastAttemptedConfigDigest = res.State.Digest
+	if res.ChartVersion != "" {
+		obj.Status.LastAttemptedRevision, obj.Status.LastAttemptedRevisionDigest = res.ChartVersion, res.OCIDigest
 	}
 	for _, s := range res.Steps {
 		if s.Action == helm.ActionInstall || s.Action == helm.ActionUpgrade {
 			obj.Status.LastAttemptedReleaseAction = helmv2.ReleaseAction(s.Action)
 		}
 	}
-	r := res.Release
-	if r.Revision == 0 {
-		return
-	}
-	obj.Status.LastReleaseRevision = r.Revision
-	name, version := splitChart(r.Chart)
-	snap := &helmv2.Snapshot{
-		Name: rel.Name, Namespace: rel.Namespace, Version: r.Revision, Status: r.Status,
-		ChartName: name, ChartVersion: version, ConfigDigest: obj.Status.LastAttemptedConfigDigest,
-		Digest: obj.Status.LastAttemptedConfigDigest, LastDeployed: deployedTime(r.LastDeployed),
-	}
-	h := obj.Status.History
-	if t := res.Test; t != nil && t.Revision == r.Revision && obj.GetTest().Enable {
-		snap.TestHooks = testHooks(r)
-	}
-	if len(h) > 0 && h[0].Version == r.Revision {
-		snap.FirstDeployed = h[0].FirstDeployed
-		if snap.TestHooks == nil && obj.GetTest().Enable {
-			snap.TestHooks = h[0].TestHooks
+	h := historyAfter(obj.Status.History, res.Records, res.OCIDigest)
+	if res.Next.Kind == helm.NextDone && len(h) > 0 && h[0] != nil && h[0].Status == rcommon.StatusDeployed.String() {
+		// In sync: helm-controller keeps the history down to the
+		// previous deployed revision (spec.maxHistory bounds Helm's
+		// records only).
+		if retryStrategy(obj) {
+			h.TruncateIgnoringPreviousSnapshots()
+		} else {
+			h.Truncate(ignoresTestFailures(obj))
 		}
-		h[0] = snap
-	} else {
-		snap.FirstDeployed = deployedTime(r.FirstDeployed)
-		if r.FirstDeployed.IsZero() {
-			snap.FirstDeployed = snap.LastDeployed
-		}
-		h = append(helmv2.Snapshots{snap}, h...)
-	}
-	if snap.Status == rcommon.StatusDeployed.String() {
-		// Helm marks the revisions an upgrade or a rollback replaced
-		// superseded; the history says what the records say, as Flux's.
-		for _, old := range h[1:] {
-			if old.Status == rcommon.StatusDeployed.String() {
-				old.Status = rcommon.StatusSuperseded.String()
-			}
-		}
-	}
-	if max := obj.GetMaxHistory(); max > 0 && len(h) > max {
-		h = h[:max]
 	}
 	obj.Status.History = h
 }
 
-// deployedTime is the time Helm recorded, as Flux's history shows it (the
-// record's, not the reconcile's: a check of a release in sync then writes
-// nothing), or now when Helm recorded none.
-func deployedTime(t time.Time) metav1.Time {
-	if t.IsZero() {
-		return metav1.Now()
+// retryStrategy tells whether the release's install or upgrade retries
+// on failure (spec.*.strategy.name RetryOnFailure).
+func retryStrategy(obj *helmv2.HelmRelease) bool {
+	in, up := obj.GetInstall().Strategy, obj.GetUpgrade().Strategy
+	return in != nil && in.Name == string(helmv2.ActionStrategyRetryOnFailure) ||
+		up != nil && up.Name == string(helmv2.ActionStrategyRetryOnFailure)
+}
+
+// ignoresTestFailures is helm-controller's choice of whether a failed test
+// keeps a revision from being the previous one to truncate at.
+func ignoresTestFailures(obj *helmv2.HelmRelease) bool {
+	switch obj.Status.LastAttemptedReleaseAction {
+	case helmv2.ReleaseActionInstall:
+		return obj.GetInstall().GetRemediation().MustIgnoreTestFailures(obj.GetTest().IgnoreFailures)
+	case helmv2.ReleaseActionUpgrade:
+		return obj.GetUpgrade().GetRemediation().MustIgnoreTestFailures(obj.GetTest().IgnoreFailures)
 	}
-	return metav1.NewTime(t)
+	return obj.GetTest().IgnoreFailures
 }
 
 // knownRevision is the latest revision as the object's status recorded
@@ -338,7 +321,9 @@ func knownRevision(obj *helmv2.HelmRelease, rel helm.Release) *helm.Result {
 	}
 	chart := h[0].ChartName + "-" + h[0].ChartVersion
 	for _, verb := range []helm.Action{helm.ActionInstall, helm.ActionUpgrade, helm.ActionRollback} {
-		if ready.Message == fmt.Sprintf("Helm %s succeeded for release %s/%s.v%d with chart %s", verb, rel.Namespace, rel.Name, h[0].Version, chart) {
+		if h[0].Name == rel.Name && h[0].Namespace == rel.Namespace && ready.Message == releasedMessage(string(verb), h[0]) ||
+			// As cozy-aio worded it before it wrote helm-controller's words.
+			ready.Message == fmt.Sprintf("Helm %s succeeded for release %s/%s.v%d with chart %s", verb, rel.Namespace, rel.Name, h[0].Version, chart) {
 			return &helm.Result{
 				Revision: h[0].Version, Status: h[0].Status, Chart: chart,
 				// As Helm words it; actionVerb reads the verb back.
@@ -376,13 +361,17 @@ func adoption(obj *helmv2.HelmRelease, sourceKind, revision string) *helm.Adopti
 	if pr != obj.Status.ObservedPostRenderersDigest || cm != obj.Status.ObservedCommonMetadataDigest {
 		return nil
 	}
-	a := &helm.Adoption{Snapshot: snapshotFrom(h[0])}
-	// helm-controller puts the source's digest into the chart version for
-	// these sources only (mutateChartWithSourceRevision).
+	return &helm.Adoption{Snapshot: snapshotFrom(h[0]), Revision: digestRevision(sourceKind, revision)}
+}
+
+// digestRevision is the source revision whose digest helm-controller puts
+// into the chart version (helm.Chart.Revision): an OCIRepository's, an
+// ExternalArtifact's that contains ":"; "" for other sources.
+func digestRevision(sourceKind, revision string) string {
 	if sourceKind == sourcev1.OCIRepositoryKind || sourceKind == sourcev1.ExternalArtifactKind && strings.Contains(revision, ":") {
-		a.Revision = revision
+		return revision
 	}
-	return a
+	return ""
 }
 
 // jsonDigest is helm-controller's digest of spec.postRenderers and

@@ -267,7 +267,7 @@ func TestHelmReleaseDriftIgnore(t *testing.T) {
 	}
 	requestReconcile(t, hr)
 	deadline := time.Now().Add(60 * time.Second)
-	for exists(t, cm) && cm.Data["chart"] != "1.0.0" {
+	for want := sourceChartVersion(t, src, "1.0.0"); exists(t, cm) && cm.Data["chart"] != want; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the drifted field was not corrected: %v", cm.Data)
 		}

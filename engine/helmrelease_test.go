@@ -96,11 +96,14 @@ func TestHelmReleaseInstallsAndUpgradesOnNewRevision(t *testing.T) {
 		}
 	}
 	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	// As helm-controller: the chart is installed as its version with the
+	// OCI artifact's digest.
+	v100 := sourceChartVersion(t, src, "1.0.0")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-settings", Namespace: ns}}
-	if !exists(t, cm) || cm.Data["color"] != "green" || cm.Data["chart"] != "1.0.0" {
-		t.Fatalf("installed ConfigMap = %v, want color green from valuesFrom and chart 1.0.0", cm.Data)
+	if !exists(t, cm) || cm.Data["color"] != "green" || cm.Data["chart"] != v100 {
+		t.Fatalf("installed ConfigMap = %v, want color green from valuesFrom and chart %s", cm.Data, v100)
 	}
-	if len(hr.Status.History) != 1 || hr.Status.History[0].Version != 1 || hr.Status.History[0].ChartVersion != "1.0.0" {
+	if len(hr.Status.History) != 1 || hr.Status.History[0].Version != 1 || hr.Status.History[0].ChartVersion != v100 {
 		t.Fatalf("history = %+v", hr.Status.History)
 	}
 	var secrets corev1.SecretList
@@ -119,10 +122,11 @@ func TestHelmReleaseInstallsAndUpgradesOnNewRevision(t *testing.T) {
 	waitFor(t, hr, func() bool {
 		return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
 	}, "upgrade to revision 2")
-	if !exists(t, cm) || cm.Data["chart"] != "1.1.0" {
-		t.Fatalf("after upgrade the ConfigMap says chart %q, want 1.1.0", cm.Data["chart"])
+	v110 := sourceChartVersion(t, src, "1.1.0")
+	if !exists(t, cm) || cm.Data["chart"] != v110 {
+		t.Fatalf("after upgrade the ConfigMap says chart %q, want %s", cm.Data["chart"], v110)
 	}
-	if hr.Status.History[0].ChartVersion != "1.1.0" || hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionUpgrade {
+	if hr.Status.History[0].ChartVersion != v110 || hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionUpgrade {
 		t.Fatalf("history %+v action %q", hr.Status.History[0], hr.Status.LastAttemptedReleaseAction)
 	}
 

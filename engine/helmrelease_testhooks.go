@@ -6,7 +6,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
@@ -22,19 +21,6 @@ func testOptions(obj *helmv2.HelmRelease) *helm.TestOptions {
 		o.Filters = append(o.Filters, helm.TestFilter{Name: f.Name, Exclude: f.Exclude})
 	}
 	return o
-}
-
-// testHooks is status.history[].testHooks of a revision this reconcile
-// tested, as helm-controller records it: every test hook of the chart by
-// name with its last run (an empty map when the chart has none).
-func testHooks(r helm.Result) *map[string]*helmv2.TestHookStatus {
-	hooks := map[string]*helmv2.TestHookStatus{}
-	for name, run := range r.Tests {
-		hooks[name] = &helmv2.TestHookStatus{
-			LastStarted: metav1.NewTime(run.Started), LastCompleted: metav1.NewTime(run.Completed), Phase: run.Phase,
-		}
-	}
-	return &hooks
 }
 
 // setTestCondition sets TestSuccess as helm-controller does: from the test

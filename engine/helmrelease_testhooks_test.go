@@ -103,7 +103,8 @@ func TestHelmReleaseTests(t *testing.T) {
 	if r := conditions.GetReason(pass, helmv2.TestSuccessCondition); r != helmv2.TestSucceededReason {
 		t.Fatalf("TestSuccess reason %q", r)
 	}
-	if msg := conditions.GetMessage(pass, helmv2.TestSuccessCondition); msg != "Helm test succeeded for release "+ns+"/pass.v1 with chart demo@1.0.0: 1 test hook completed successfully" {
+	if msg := conditions.GetMessage(pass, helmv2.TestSuccessCondition); msg != "Helm test succeeded for release "+ns+"/pass.v1 with chart demo@"+
+		sourceChartVersion(t, src, "1.0.0")+": 1 test hook completed successfully" {
 		t.Fatalf("TestSuccess message %q", msg)
 	}
 	hooks := pass.Status.History[0].GetTestHooks()

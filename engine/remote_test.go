@@ -77,7 +77,7 @@ func TestHelmReleaseInstallsIntoARemoteCluster(t *testing.T) {
 
 	remoteCM := &corev1.ConfigMap{}
 	key := client.ObjectKey{Namespace: "addons", Name: "cilium-settings"}
-	if err := tenant.Client.Get(ctx, key, remoteCM); err != nil || remoteCM.Data["chart"] != "1.0.0" {
+	if err := tenant.Client.Get(ctx, key, remoteCM); err != nil || remoteCM.Data["chart"] != sourceChartVersion(t, src, "1.0.0") {
 		t.Fatalf("the release's ConfigMap in the tenant cluster: %v %v", remoteCM.Data, err)
 	}
 	helmRecords := func(c client.Client) int {
@@ -117,13 +117,14 @@ func TestHelmReleaseInstallsIntoARemoteCluster(t *testing.T) {
 	}
 
 	// Drift in the tenant cluster is corrected there.
+	version := remoteCM.Data["chart"]
 	remoteCM.Data["chart"] = "edited"
 	if err := tenant.Client.Update(ctx, remoteCM); err != nil {
 		t.Fatal(err)
 	}
 	requestReconcile(t, hr)
 	eventually(t, 60*time.Second, "the drifted ConfigMap put back in the tenant cluster", func() bool {
-		return tenant.Client.Get(ctx, key, remoteCM) == nil && remoteCM.Data["chart"] == "1.0.0"
+		return tenant.Client.Get(ctx, key, remoteCM) == nil && remoteCM.Data["chart"] == version
 	})
 
 	// A new chart upgrades the release in the tenant cluster.
@@ -135,7 +136,7 @@ func TestHelmReleaseInstallsIntoARemoteCluster(t *testing.T) {
 	waitFor(t, hr, func() bool {
 		return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
 	}, "upgrade to revision 2")
-	if err := tenant.Client.Get(ctx, key, remoteCM); err != nil || remoteCM.Data["chart"] != "1.1.0" {
+	if err := tenant.Client.Get(ctx, key, remoteCM); err != nil || remoteCM.Data["chart"] != sourceChartVersion(t, src, "1.1.0") {
 		t.Fatalf("after the upgrade the tenant ConfigMap says %v (%v)", remoteCM.Data, err)
 	}
 
@@ -210,7 +211,7 @@ func TestRemoteClusterKubeconfigRotation(t *testing.T) {
 		return conditions.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.History[0].Version == 2
 	}, "upgrade to revision 2 with admin-new's kubeconfig")
 	cm := &corev1.ConfigMap{}
-	if err := tenant.Client.Get(ctx, client.ObjectKey{Namespace: "addons", Name: "cilium-settings"}, cm); err != nil || cm.Data["chart"] != "1.1.0" {
+	if err := tenant.Client.Get(ctx, client.ObjectKey{Namespace: "addons", Name: "cilium-settings"}, cm); err != nil || cm.Data["chart"] != sourceChartVersion(t, src, "1.1.0") {
 		t.Fatalf("after the upgrade the tenant ConfigMap says %v (%v)", cm.Data, err)
 	}
 }

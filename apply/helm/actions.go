@@ -180,7 +180,15 @@ func timeoutOr(d time.Duration) time.Duration {
 type prepared struct {
 	chart  *chartv2.Chart
 	values map[string]any
+	// digest is the digest label of a revision made of the chart archive
+	// and values: it does not depend on Chart.Revision, so that the
+	// records made before the version carried the source's digest stay up
+	// to date.
 	digest string
+	// ociDigest is the source's digest ChartVersionWithDigest gave.
+	ociDigest string
+	// state is the State.Digest of the chart version and values.
+	state string
 }
 
 func (m *Manager) prepare(ctx context.Context, s Spec) (prepared, error) {
@@ -188,8 +196,30 @@ func (m *Manager) prepare(ctx context.Context, s Spec) (prepared, error) {
 	if err != nil {
 		return prepared{}, err
 	}
-	vals := MergeValues(s.Values...)
-	return prepared{chart: ch, values: vals, digest: specDigest(cd, vals, s.PostRender.digestPart())}, nil
+	p := prepared{chart: ch, values: MergeValues(s.Values...)}
+	if s.Chart.Revision != "" && ch.Metadata != nil {
+		// ch is this action's copy: the cached chart keeps its version.
+		v, oci, err := ChartVersionWithDigest(ch.Metadata.Version, s.Chart.Revision)
+		if err != nil {
+			return prepared{}, &ChartVersionError{Err: err}
+		}
+		ch.Metadata.Version, p.ociDigest = v, oci
+	}
+	p.digest = specDigest(cd, p.values, s.PostRender.digestPart())
+	p.state = StateDigest(p.version(), ConfigDigest(p.values))
+	return p, nil
+}
+
+func (p prepared) version() string {
+	if p.chart == nil || p.chart.Metadata == nil {
+		return ""
+	}
+	return p.chart.Metadata.Version
+}
+
+// describe puts what p installs in out.
+func (p prepared) describe(out *Outcome) {
+	out.ChartVersion, out.OCIDigest = p.version(), p.ociDigest
 }
 
 // Install installs a release. A release whose latest revision failed or

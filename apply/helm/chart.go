@@ -41,6 +41,14 @@ type Chart struct {
 	// Registry is how Ref is pulled: credentials, plain HTTP, TLS and
 	// proxy, as for an OCIRepository. Default: anonymous HTTPS.
 	Registry oci.Registry
+	// Revision, when set, is the revision of the chart's source artifact,
+	// whose digest goes into the version the chart is installed as, as
+	// helm-controller does for an OCIRepository and an ExternalArtifact
+	// with a ":" in its revision (ChartVersionWithDigest): the release
+	// record and the rendered .Chart.Version say that version. A revision
+	// that does not fit the chart's version fails the action with a
+	// *ChartVersionError. Default: "", the chart's own version.
+	Revision string
 }
 
 func (c Chart) String() string {

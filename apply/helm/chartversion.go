@@ -63,3 +63,24 @@ func shortDigest(s string) (string, error) {
 	}
 	return parts[1][:12], nil
 }
+
+// ChartVersionError means the chart's version could not be given the
+// digest of Chart.Revision (see ChartVersionWithDigest): nothing was done
+// to the release. Its message is helm-controller's.
+type ChartVersionError struct {
+	Err error
+}
+
+func (e *ChartVersionError) Error() string { return e.Err.Error() }
+
+func (e *ChartVersionError) Unwrap() error { return e.Err }
+
+// StateDigest is the State.Digest of failure counts for a chart version
+// (as installed, see ChartVersionWithDigest) and a ConfigDigest of the
+// values: a new chart version or new values start the counts again, as
+// helm-controller's failure reset. A caller that keeps the two, as a
+// HelmRelease's status.lastAttemptedRevision and lastAttemptedConfigDigest,
+// rebuilds the state's digest from them.
+func StateDigest(chartVersion, configDigest string) string {
+	return chartVersion + " " + configDigest
+}

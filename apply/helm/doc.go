@@ -38,7 +38,15 @@
 // (LabelDigest): a deployed revision with the desired digest is up to date
 // and is not upgraded again. A release last written by another tool (Flux's
 // helm-controller, the helm CLI) has no digest, so the first Reconcile
-// upgrades it once, which adopts it.
+// upgrades it once, which adopts it, unless ReconcileOptions.Adopt shows
+// helm-controller would leave it alone.
+//
+// The way back works the same: with Chart.Revision the chart is installed
+// as helm-controller installs it (ChartVersionWithDigest), and
+// Outcome.Records are the records each action wrote, as stored, from which
+// the caller keeps helm-controller's snapshots (SnapshotOf); the digest
+// label does not depend on the version, so a revision installed before
+// stays up to date.
 //
 // # Release storage
 //

@@ -2,7 +2,13 @@ package helm_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 )
@@ -118,4 +124,91 @@ func TestHistoryKeepsFiveRevisionsByDefault(t *testing.T) {
 	if secs["8"].Labels["status"] != "deployed" {
 		t.Fatalf("latest revision: %v", secs["8"].Labels)
 	}
+}
+
+// TestReconcileWritesHelmControllerRecords: with Chart.Revision the chart
+// is installed as helm-controller installs it (the version carries the
+// source's digest), and the Outcome carries the records as stored, from
+// which a snapshot verifies the record read back from its Secret. The
+// digest label, cozy-aio's own in-sync test, does not depend on the
+// revision: a release installed before is still up to date.
+func TestReconcileWritesHelmControllerRecords(t *testing.T) {
+	ctx := testContext(t)
+	ns := cp.Namespace(t)
+	m := newManager(t, helm.Options{})
+	const oci = "sha256:9933f58f8bf459eb199d59ebc8a05683f3944e1242d9f5467d99aa2cf08a5370"
+	withRevision := ociChart("demo")
+	withRevision.Revision = "0.1.0@" + oci
+	green := values("message", "green")
+
+	// Installed without the revision, then reconciled with it: in sync.
+	plain := helm.Release{Name: "plain", Namespace: ns}
+	if _, err := m.Reconcile(ctx, plain, helm.ReconcileOptions{Spec: helm.Spec{Chart: ociChart("demo"), Values: []map[string]any{green}}}, helm.State{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Reconcile(ctx, plain, helm.ReconcileOptions{Spec: helm.Spec{Chart: withRevision, Values: []map[string]any{green}}}, helm.State{})
+	if err != nil || len(out.Steps) != 0 || len(out.Records) != 0 {
+		t.Fatalf("a release installed before Chart.Revision was set: steps %+v records %d (%v), want none", out.Steps, len(out.Records), err)
+	}
+
+	rel := helm.Release{Name: "hc", Namespace: ns}
+	out, err = m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: helm.Spec{Chart: withRevision, Values: []map[string]any{green}}}, helm.State{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ChartVersion != "0.1.0+9933f58f8bf4" || out.OCIDigest != oci {
+		t.Fatalf("chart version %q ociDigest %q", out.ChartVersion, out.OCIDigest)
+	}
+	if len(out.Records) != 1 || out.Records[0].Action != helm.ActionInstall || out.Records[0].Release.Version != 1 ||
+		out.Records[0].Release.Info.Status.String() != "deployed" || out.Records[0].Release.Chart.Metadata.Version != out.ChartVersion {
+		t.Fatalf("records %+v", out.Records)
+	}
+	if a, b := releaseSecrets(t, ns, "hc")["1"].Labels[helm.LabelDigest], releaseSecrets(t, ns, "plain")["1"].Labels[helm.LabelDigest]; a != b {
+		t.Fatalf("digest label %q with Chart.Revision, %q without", a, b)
+	}
+	v1 := storedRecord(t, ns, "hc", 1)
+	snap := helm.SnapshotOf(out.Records[0].Release, "install", oci)
+	if why := (helm.Adoption{Snapshot: snap, Revision: withRevision.Revision}).OutOfSync(v1, &chartv2.Metadata{Name: "demo", Version: "0.1.0"}, green); why != "" {
+		t.Fatalf("the snapshot of the install does not verify its record: %s", why)
+	}
+
+	red := values("message", "red")
+	out, err = m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: helm.Spec{Chart: withRevision, Values: []map[string]any{red}}}, out.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Records) != 2 || out.Records[0].Action != helm.ActionUpgrade || out.Records[0].Release.Version != 2 ||
+		out.Records[1].Release.Version != 1 || out.Records[1].Release.Info.Status.String() != "superseded" {
+		t.Fatalf("records after the upgrade %+v", out.Records)
+	}
+	if got, want := helm.RecordDigest(out.Records[1].Release, oci), helm.RecordDigest(storedRecord(t, ns, "hc", 1), oci); got != want {
+		t.Fatalf("superseded record: digest %s, stored record's %s", got, want)
+	}
+	snap = helm.SnapshotOf(out.Records[0].Release, "upgrade", oci)
+	if why := (helm.Adoption{Snapshot: snap, Revision: withRevision.Revision}).OutOfSync(storedRecord(t, ns, "hc", 2), &chartv2.Metadata{Name: "demo", Version: "0.1.0"}, red); why != "" {
+		t.Fatalf("the snapshot of the upgrade does not verify its record: %s", why)
+	}
+
+	// A revision that names another version is refused before anything is done.
+	bad := ociChart("demo")
+	bad.Revision = "9.9.9@" + oci
+	_, err = m.Reconcile(ctx, rel, helm.ReconcileOptions{Spec: helm.Spec{Chart: bad, Values: []map[string]any{red}}}, out.State)
+	var cve *helm.ChartVersionError
+	if !errors.As(err, &cve) || cve.Error() != "artifact revision 9.9.9 does not match chart version 0.1.0" {
+		t.Fatalf("err %v, want a ChartVersionError", err)
+	}
+}
+
+// storedRecord reads a release record from its Secret with Helm's driver.
+func storedRecord(t *testing.T, ns, name string, version int) *releasev1.Release {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := driver.NewSecrets(cs.CoreV1().Secrets(ns)).Get(fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.(*releasev1.Release)
 }

@@ -223,6 +223,8 @@ type session struct {
 	// records is the session's storage driver, whose fence stops its
 	// writes after the first refusal.
 	records *releaseSecrets
+	// written logs the records the session's actions wrote.
+	written *writeLog
 }
 
 func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (*session, error) {
@@ -242,7 +244,8 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	if m.opts.Claim != nil {
 		holder.Claim = m.opts.Claim(ctx)
 	}
-	memo := newMemoDriver(&stampDriver{Driver: d, holder: holder})
+	written := &writeLog{}
+	memo := newMemoDriver(&stampDriver{Driver: d, holder: holder, written: written})
 	if rel.impersonate() == "" && m.opts.Cache != nil {
 		ns, c := rel.storageNamespace(), m.opts.Cache
 		memo.none = func(name string) bool { return c.noRecords(ns, name) }
@@ -256,7 +259,7 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	cfg.KubeClient = kubeClient{Client: kc, discovery: c.getter.discovery, ctx: ctx, health: m.health, stopped: d.stopped}
 	cfg.Releases = store
 	cfg.HookOutputFunc = func(_, _, _ string) io.Writer { return io.Discard }
-	return &session{m: m, rel: rel, ctx: ctx, cfg: cfg, kc: kc, c: c, records: d}, nil
+	return &session{m: m, rel: rel, ctx: ctx, cfg: cfg, kc: kc, c: c, records: d, written: written}, nil
 }
 
 // locked runs fn holding the release's lock. fn runs in its own goroutine
@@ -303,6 +306,7 @@ func (s *session) step(a Action, fn func() error) error {
 	if obs := s.m.opts.Observe; obs != nil {
 		obs(Event{Release: s.rel.String(), Action: a})
 	}
+	s.written.action = a
 	err := safely(fn)
 	// A revision Helm left pending (its action ended without finishing
 	// it) is written now, as Helm would have.

@@ -109,6 +109,15 @@ type Outcome struct {
 	// ReconcileOptions.Adopt found it up to date: nothing was written,
 	// and helm-controller's snapshot still describes the revision.
 	Adopted bool
+	// Records are the release records the call wrote, in the order of the
+	// actions that wrote them, each as stored by its last write in that
+	// action: what a history of the release (SnapshotOf) is made from.
+	Records []Record
+	// ChartVersion is the version the chart is installed as (with the
+	// digest of Chart.Revision, see ChartVersionWithDigest), and OCIDigest
+	// the source digest that came with it; "" when the chart was not
+	// loaded.
+	ChartVersion, OCIDigest string
 }
 
 // Reconcile brings a release to the Spec: it recovers a pending revision
@@ -132,6 +141,7 @@ func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions
 		s.useChecker(o.HealthChecker)
 		err = s.reconcile(o, &out)
 		out.Release = resultOf(ActionNone, s.latest())
+		out.Records = s.written.records
 		return out, err
 	})
 	if out.State == (State{}) {
@@ -160,8 +170,9 @@ func (m *Manager) upToDate(ctx context.Context, rel Release, o ReconcileOptions,
 	if err != nil || latest.digest != p.digest {
 		return false
 	}
-	if out.State.Digest != p.digest {
-		out.State = State{Digest: p.digest}
+	p.describe(out)
+	if out.State.Digest != p.state {
+		out.State = State{Digest: p.state}
 	}
 	out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
 	out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
@@ -180,8 +191,9 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	if err != nil {
 		return wrap(s.rel, ActionNone, err)
 	}
-	if out.State.Digest != p.digest {
-		out.State = State{Digest: p.digest}
+	p.describe(out)
+	if out.State.Digest != p.state {
+		out.State = State{Digest: p.state}
 	}
 	h, err := s.history()
 	if err != nil {

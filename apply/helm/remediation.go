@@ -59,8 +59,8 @@ func (p Remediation) ignoreTests(def bool) bool {
 // (the engine keeps it in HelmRelease status) and passes it back to the
 // next Reconcile; the zero value is a release never attempted.
 type State struct {
-	// Digest identifies the chart and values the counts refer to; a
-	// different desired digest resets the counts.
+	// Digest identifies the chart version and values the counts refer to
+	// (StateDigest); a different desired digest resets the counts.
 	Digest string `json:"digest,omitempty"`
 	// InstallFailures counts consecutive failed installs of Digest.
 	InstallFailures int `json:"installFailures,omitempty"`

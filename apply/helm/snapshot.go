@@ -179,3 +179,16 @@ func infoOf(i *releasev1.Info) recordInfo {
 	out.FirstDeployed, out.LastDeployed, out.Deleted = timeOrNil(i.FirstDeployed), timeOrNil(i.LastDeployed), timeOrNil(i.Deleted)
 	return out
 }
+
+// TestHooksOf is a snapshot's TestHooks after the record's tests ran: the
+// last run of each of its test hooks by name, empty (not nil) when it has
+// none.
+func TestHooksOf(r *releasev1.Release) map[string]HookRun {
+	out := map[string]HookRun{}
+	if r != nil {
+		for name, run := range testsOf(r) {
+			out[name] = run
+		}
+	}
+	return out
+}

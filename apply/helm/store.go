@@ -3,6 +3,7 @@ package helm
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"maps"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	ri "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -30,20 +32,92 @@ const (
 )
 
 // stampDriver records the holder on every revision Helm creates or
-// updates, whatever the action (Helm's rollback has no label option).
+// updates, whatever the action (Helm's rollback has no label option), and
+// logs what was written.
 type stampDriver struct {
 	driver.Driver
-	holder Holder
+	holder  Holder
+	written *writeLog
 }
 
 func (d *stampDriver) Create(key string, rls ri.Releaser) error {
 	d.stamp(rls)
-	return d.Driver.Create(key, rls)
+	err := d.Driver.Create(key, rls)
+	if err == nil {
+		d.written.add(rls, false)
+	}
+	return err
 }
 
 func (d *stampDriver) Update(key string, rls ri.Releaser) error {
 	d.stamp(rls)
-	return d.Driver.Update(key, rls)
+	err := d.Driver.Update(key, rls)
+	if err == nil {
+		d.written.add(rls, false)
+	}
+	return err
+}
+
+func (d *stampDriver) Delete(key string) (ri.Releaser, error) {
+	rls, err := d.Driver.Delete(key)
+	if err == nil {
+		d.written.add(rls, true)
+	}
+	return rls, err
+}
+
+// Record is a release record an action wrote (Outcome.Records).
+type Record struct {
+	// Action is the action that wrote it.
+	Action Action
+	// Release is the record as stored, without the chart's templates,
+	// files and values (its metadata stays): as Helm's storage decodes it.
+	Release *releasev1.Release
+	// Deleted says the action deleted the record (an uninstall that
+	// keeps no history).
+	Deleted bool
+}
+
+// writeLog keeps the records a session's actions wrote: per action and
+// revision, the last write.
+type writeLog struct {
+	action  Action
+	records []Record
+}
+
+func (l *writeLog) add(rls ri.Releaser, deleted bool) {
+	r, ok := rls.(*releasev1.Release)
+	if l == nil || !ok || r == nil {
+		return
+	}
+	c := storedCopy(r)
+	for i := len(l.records) - 1; i >= 0 && l.records[i].Action == l.action; i-- {
+		if l.records[i].Release.Version == r.Version && l.records[i].Release.Name == r.Name {
+			l.records[i] = Record{Action: l.action, Release: c, Deleted: deleted}
+			return
+		}
+	}
+	l.records = append(l.records, Record{Action: l.action, Release: c, Deleted: deleted})
+}
+
+// storedCopy is r as Helm's storage would give it back: encoded to JSON
+// and decoded (Helm changes its objects after writing them), without the
+// chart's content, which nothing here reads.
+func storedCopy(r *releasev1.Release) *releasev1.Release {
+	c := *r
+	if r.Chart != nil {
+		c.Chart = &chartv2.Chart{Metadata: r.Chart.Metadata}
+	}
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return &c
+	}
+	out := &releasev1.Release{}
+	if err := json.Unmarshal(b, out); err != nil {
+		return &c
+	}
+	out.Labels = maps.Clone(r.Labels)
+	return out
 }
 
 func (d *stampDriver) stamp(rls ri.Releaser) {
