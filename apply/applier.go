@@ -39,6 +39,14 @@ type Options struct {
 	// FieldManager is the server-side apply field manager. Default:
 	// DefaultFieldManager.
 	FieldManager string
+	// HandOver names earlier field managers of the same objects (an
+	// earlier cozy-aio's, for example): before an object that one of them
+	// applied is first written, its managed fields are renamed to
+	// FieldManager with one JSON patch, as Flux's ssa hands fields over,
+	// so that a field later removed from the manifest is still removed
+	// from the object, and the apply that follows writes nothing when the
+	// object is otherwise up to date. Change.Detail says so. Default: none.
+	HandOver []string
 	// Impersonate, when its Name is set, makes every request of the Applier
 	// act as that ServiceAccount, so the API server enforces its RBAC.
 	// Default: the identity of the rest.Config.

@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -309,8 +313,14 @@ func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, op
 	if prev.unchanged {
 		return Change{Object: ref, Action: Unchanged}, nil
 	}
+	detail, handedOver := "", false
+	if from := a.handsOver(prev); prev.exists && len(from) > 0 {
+		if err := a.handOver(ctx, o, from); err != nil {
+			return Change{}, err
+		}
+		detail, handedOver = fmt.Sprintf("fields of %s handed over to %s", strings.Join(from, ", "), a.opts.FieldManager), true
+	}
 	code, rv, err := a.patch(ctx, m, ref, body)
-	detail := ""
 	if err != nil {
 		if !isImmutable(err) {
 			return Change{}, a.describe(ref, "apply", err)
@@ -326,7 +336,7 @@ func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, op
 	switch {
 	case code == http.StatusCreated:
 		action = Created
-	case prev.exists && rv == prev.resourceVersion:
+	case prev.exists && rv == prev.resourceVersion && !handedOver:
 		action = Unchanged
 	}
 	return Change{Object: ref, Action: action, Detail: detail}, nil
@@ -340,6 +350,63 @@ type liveState struct {
 	unchanged       bool // the write would change nothing
 	// labels and annotations hold the selector keys of the live object.
 	labels, annotations map[string]string
+	// appliers are the field managers of the live object's Apply entries.
+	appliers []string
+}
+
+func managerNames(entries []metav1.ManagedFieldsEntry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Operation == metav1.ManagedFieldsOperationApply {
+			out = append(out, e.Manager)
+		}
+	}
+	return out
+}
+
+// handsOver returns the managers of Options.HandOver that applied the live
+// object, other than Options.FieldManager.
+func (a *Applier) handsOver(prev liveState) []string {
+	var out []string
+	for _, n := range prev.appliers {
+		if n != a.opts.FieldManager && slices.Contains(a.opts.HandOver, n) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// handOver renames the Apply entries of managers from in the live object's
+// managedFields to Options.FieldManager, as Flux's ssa does for the field
+// managers it takes over (one JSON patch, guarded by the resourceVersion
+// read, so that entries written meanwhile are not lost).
+func (a *Applier) handOver(ctx context.Context, o *unstructured.Unstructured, from []string) error {
+	ref := health.RefOf(o)
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(o.GroupVersionKind())
+	if err := a.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live); err != nil {
+		return a.describe(ref, "get", err)
+	}
+	managers := make([]ssa.FieldManager, 0, len(from))
+	for _, n := range from {
+		managers = append(managers, ssa.FieldManager{Name: n, OperationType: metav1.ManagedFieldsOperationApply, ExactMatch: true})
+	}
+	patches, err := ssa.PatchReplaceFieldsManagers(live, managers, a.opts.FieldManager)
+	if err != nil || len(patches) == 0 {
+		return err
+	}
+	ops := []any{map[string]string{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()}}
+	for _, p := range patches {
+		ops = append(ops, p)
+	}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if err := a.client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, raw)); err != nil {
+		return a.describe(ref, "hand over the managed fields", err)
+	}
+	return nil
 }
 
 type objectMeta struct {
@@ -350,6 +417,8 @@ type objectMeta struct {
 		Annotations       map[string]string `json:"annotations"`
 		DeletionTimestamp *string           `json:"deletionTimestamp"`
 		Finalizers        []string          `json:"finalizers"`
+		// ManagedFields are decoded without their fields.
+		ManagedFields []metav1.ManagedFieldsEntry `json:"managedFields"`
 	} `json:"metadata"`
 }
 
@@ -365,7 +434,8 @@ func (a *Applier) getMeta(ctx context.Context, m *meta.RESTMapping, ref health.O
 		return liveState{}, a.describe(ref, "get", err)
 	}
 	return liveState{known: true, exists: true, resourceVersion: om.Metadata.ResourceVersion,
-		labels: selectorSubset(om.Metadata.Labels), annotations: selectorSubset(om.Metadata.Annotations)}, nil
+		labels: selectorSubset(om.Metadata.Labels), annotations: selectorSubset(om.Metadata.Annotations),
+		appliers: managerNames(om.Metadata.ManagedFields)}, nil
 }
 
 func (a *Applier) getObjectMeta(ctx context.Context, m *meta.RESTMapping, ref health.ObjectRef) (*objectMeta, error) {

@@ -135,7 +135,21 @@ func stripMetadata(obj any) (any, error) {
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, UID: m.UID,
 		Labels: selectorSubset(m.Labels), Annotations: selectorSubset(m.Annotations),
+		ManagedFields: appliers(m.ManagedFields),
 	}}, nil
+}
+
+// appliers keeps the names of the Apply managers of entries, the only part
+// of managedFields an Applier reads (Options.HandOver); nil when there are
+// none.
+func appliers(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var out []metav1.ManagedFieldsEntry
+	for _, e := range entries {
+		if e.Operation == metav1.ManagedFieldsOperationApply {
+			out = append(out, metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation})
+		}
+	}
+	return out
 }
 
 // lookup tells what the watch knows of ref before writing sum.
@@ -167,6 +181,7 @@ func (c *Cache) lookup(gvr schema.GroupVersionResource, ref health.ObjectRef, su
 		unchanged:       ok && last.sum == sum && last.resourceVersion == rv,
 		labels:          pom.Labels,
 		annotations:     pom.Annotations,
+		appliers:        managerNames(pom.ManagedFields),
 	}
 }
 

@@ -26,9 +26,25 @@ func (e *Engine) serviceAccount(name string) string {
 	return name
 }
 
+// fieldManagers are the field manager Kustomizations apply with and the
+// earlier ones handed over to it (apply.Options).
+type fieldManagers struct {
+	name     string
+	handOver []string
+}
+
+// kustomizeManagers are the field managers of Kustomizations' objects.
+func (e *Engine) kustomizeManagers() fieldManagers {
+	m := fieldManagers{name: e.opts.KustomizeFieldManager}
+	if e.opts.FieldManager != m.name {
+		m.handOver = []string{e.opts.FieldManager}
+	}
+	return m
+}
+
 // applierFor returns the Applier of a cluster (its rest.Config, and its
 // watch cache when it has one) for an identity.
-func (a *appliers) applierFor(cfg *rest.Config, cache *apply.Cache, fieldManager, namespace, serviceAccount string) (*apply.Applier, error) {
+func (a *appliers) applierFor(cfg *rest.Config, cache *apply.Cache, managers fieldManagers, namespace, serviceAccount string) (*apply.Applier, error) {
 	sa := apply.ServiceAccount{}
 	if serviceAccount != "" {
 		sa = apply.ServiceAccount{Namespace: namespace, Name: serviceAccount}
@@ -38,7 +54,7 @@ func (a *appliers) applierFor(cfg *rest.Config, cache *apply.Cache, fieldManager
 	if ap, ok := a.m[sa]; ok {
 		return ap, nil
 	}
-	ap, err := apply.New(cfg, apply.Options{FieldManager: fieldManager, Impersonate: sa, Cache: cache})
+	ap, err := apply.New(cfg, apply.Options{FieldManager: managers.name, HandOver: managers.handOver, Impersonate: sa, Cache: cache})
 	if err != nil {
 		return nil, fmt.Errorf("creating the applier for %v: %w", sa, err)
 	}

@@ -43,8 +43,8 @@ type clusterClients struct {
 	stop func()
 }
 
-func (c *clusterClients) applierFor(fieldManager, namespace, serviceAccount string) (*apply.Applier, error) {
-	return c.appliers.applierFor(c.cfg, c.cache, fieldManager, namespace, serviceAccount)
+func (c *clusterClients) applierFor(managers fieldManagers, namespace, serviceAccount string) (*apply.Applier, error) {
+	return c.appliers.applierFor(c.cfg, c.cache, managers, namespace, serviceAccount)
 }
 
 // newClusterRegistry returns the registry of the clusters units deploy

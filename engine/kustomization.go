@@ -92,7 +92,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if !ok {
 		return out
 	}
-	applier, err := target.Value.applierFor(e.opts.FieldManager, obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+	applier, err := target.Value.applierFor(e.kustomizeManagers(), obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
 	if err != nil {
 		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
@@ -163,7 +163,7 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 		if err != nil {
 			return fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
 		}
-		applier, err := c.Value.applierFor(e.opts.FieldManager, obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+		applier, err := c.Value.applierFor(e.kustomizeManagers(), obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,10 @@ import (
 	"github.com/cozystack/cozy-aio/apply"
 )
 
+// DefaultKustomizeFieldManager is Options.KustomizeFieldManager's default:
+// the field manager of Flux's kustomize-controller.
+const DefaultKustomizeFieldManager = "kustomize-controller"
+
 // Options configures an Engine. The zero value runs every reconciler with
 // defaults that suit a single node.
 type Options struct {
@@ -91,9 +95,16 @@ type Options struct {
 	// InstallCRDs server-side applies the embedded Flux CRDs at start.
 	// Default: false.
 	InstallCRDs bool
-	// FieldManager is the server-side apply field manager.
-	// Default: apply.DefaultFieldManager ("cozy-aio").
+	// FieldManager is the server-side apply field manager of what the
+	// engine writes but Kustomizations' objects (CRDs it installs,
+	// ExternalArtifacts). Default: apply.DefaultFieldManager ("cozy-aio").
 	FieldManager string
+	// KustomizeFieldManager is the field manager Kustomizations apply
+	// their objects with. Default: DefaultKustomizeFieldManager,
+	// kustomize-controller's, so that a switch from Flux (or back) writes
+	// no object that is up to date. Objects an earlier cozy-aio applied as
+	// FieldManager are handed over to it, once each (apply.Options.HandOver).
+	KustomizeFieldManager string
 	// Gate, when set, is asked before an object is reconciled; while it
 	// returns false the object waits with a condition that says why. The
 	// bootstrap package uses it to hold everything but the network phase.
@@ -161,6 +172,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FieldManager == "" {
 		o.FieldManager = apply.DefaultFieldManager
+	}
+	if o.KustomizeFieldManager == "" {
+		o.KustomizeFieldManager = DefaultKustomizeFieldManager
 	}
 	if o.DefaultInterval <= 0 {
 		o.DefaultInterval = 10 * time.Minute
