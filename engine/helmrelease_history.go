@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
@@ -87,6 +89,63 @@ func afterStep(h helmv2.Snapshots, a helm.Action, recs []helm.Record, ociDigest 
 		}
 	}
 	return h
+}
+
+// alignHistory makes h agree with the release's records as stored (newest
+// first): an entry whose record changed since it was taken (a write whose
+// status update was lost to a crash, a revision another action
+// superseded) is taken again from it, keeping its action, test runs and
+// ociDigest; the newest stored revision, when no entry has it, is added
+// without an action, as helm-controller observes a release it did not
+// make; entries stay newest first. Entries of revisions no longer stored
+// stay, as in helm-controller.
+func alignHistory(h helmv2.Snapshots, stored []*releasev1.Release) helmv2.Snapshots {
+	if len(stored) == 0 || stored[0] == nil {
+		return h
+	}
+	byVersion := make(map[int]*releasev1.Release, len(stored))
+	for _, r := range stored {
+		byVersion[r.Version] = r
+	}
+	latest, seen := stored[0], false
+	for i, old := range h {
+		if old == nil || old.Name != latest.Name || old.Namespace != latest.Namespace {
+			continue
+		}
+		seen = seen || old.Version == latest.Version
+		r := byVersion[old.Version]
+		if r == nil {
+			continue
+		}
+		s := snapshotTo(helm.SnapshotOf(r, "", old.OCIDigest))
+		if s.Digest == old.Digest && s.Status == old.Status {
+			continue
+		}
+		s.Action, s.TestHooks = old.Action, old.TestHooks
+		h[i] = s
+	}
+	if !seen {
+		h = append(h, snapshotTo(helm.SnapshotOf(latest, "", "")))
+	}
+	slices.SortStableFunc(h, func(a, b *helmv2.Snapshot) int {
+		switch {
+		case a == nil || b == nil:
+			return boolOrder(a == nil, b == nil)
+		}
+		return b.Version - a.Version
+	})
+	return h
+}
+
+// boolOrder puts true after false.
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // refresh replaces the first entry of h for r's revision with a snapshot

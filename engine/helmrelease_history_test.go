@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,4 +91,41 @@ func TestHistoryAsHelmControllerKeepsIt(t *testing.T) {
 		t.Fatalf("after an install: %d entries", len(h))
 	}
 	want(0, 5, "deployed", helmv2.ReleaseActionInstall, testOCIDigest, v5)
+}
+
+// TestHistoryAlignedWithTheStoredRecords: a history that missed writes (a
+// status update lost to a crash, a rollback's new revision put before a
+// revision the history no longer had) is brought back to the records as
+// stored: entries taken again from their records, keeping their action,
+// the newest revision added, newest first.
+func TestHistoryAlignedWithTheStoredRecords(t *testing.T) {
+	v3 := testRecord(3, rcommon.StatusDeployed, "green")
+	v5 := testRecord(5, rcommon.StatusDeployed, "green")
+	v6 := testRecord(6, rcommon.StatusFailed, "bad")
+	h := historyAfter(nil, []helm.Record{{Action: helm.ActionInstall, Release: v3}}, testOCIDigest)
+	h = historyAfter(h, []helm.Record{{Action: helm.ActionUpgrade, Release: v6}}, testOCIDigest)
+	// What the records say after a rollback of v6 to v5 whose status
+	// update was lost: v7 deployed, every older revision superseded.
+	v7 := testRecord(7, rcommon.StatusDeployed, "green")
+	v6s := testRecord(6, rcommon.StatusSuperseded, "bad")
+	v5s := testRecord(5, rcommon.StatusSuperseded, "green")
+	v3s := testRecord(3, rcommon.StatusSuperseded, "green")
+	h = historyAfter(h, []helm.Record{{Action: helm.ActionRollback, Release: v5}}, testOCIDigest)
+	h = alignHistory(h, []*releasev1.Release{v7, v6s, v5s, v3s})
+	var got []string
+	for _, s := range h {
+		got = append(got, fmt.Sprintf("v%d %s %s", s.Version, s.Status, s.Action))
+	}
+	want := []string{"v7 deployed ", "v6 superseded upgrade", "v5 superseded ", "v3 superseded install"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+	for i, r := range []*releasev1.Release{v7, v6s, v5s, v3s} {
+		if d := helm.RecordDigest(r, h[i].OCIDigest); h[i].Digest != d {
+			t.Errorf("history[%d] digest %s does not verify its record (%s)", i, h[i].Digest, d)
+		}
+	}
+	if again := alignHistory(slices.Clone(h), []*releasev1.Release{v7, v6s, v5s, v3s}); !slices.EqualFunc(again, h, func(a, b *helmv2.Snapshot) bool { return a == b }) {
+		t.Errorf("aligning an aligned history changed it")
+	}
 }

@@ -274,7 +274,7 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 			obj.Status.LastAttemptedReleaseAction = helmv2.ReleaseAction(s.Action)
 		}
 	}
-	h := historyAfter(obj.Status.History, res.Records, res.OCIDigest)
+	h := alignHistory(historyAfter(obj.Status.History, res.Records, res.OCIDigest), res.Stored)
 	if res.Next.Kind == helm.NextDone && len(h) > 0 && h[0] != nil && h[0].Status == rcommon.StatusDeployed.String() {
 		// In sync: helm-controller keeps the history down to the
 		// previous deployed revision (spec.maxHistory bounds Helm's

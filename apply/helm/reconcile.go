@@ -113,6 +113,11 @@ type Outcome struct {
 	// actions that wrote them, each as stored by its last write in that
 	// action: what a history of the release (SnapshotOf) is made from.
 	Records []Record
+	// Stored are the release's records as stored when the call ended,
+	// newest first, as Helm's storage decodes them; nil when the call
+	// read none (the release was found up to date from the cache), so
+	// that a history kept from Records can be checked against them.
+	Stored []*releasev1.Release
 	// ChartVersion is the version the chart is installed as (with the
 	// digest of Chart.Revision, see ChartVersionWithDigest), and OCIDigest
 	// the source digest that came with it; "" when the chart was not
@@ -140,7 +145,11 @@ func (m *Manager) Reconcile(ctx context.Context, rel Release, o ReconcileOptions
 		}
 		s.useChecker(o.HealthChecker)
 		err = s.reconcile(o, &out)
-		out.Release = resultOf(ActionNone, s.latest())
+		if h, herr := s.history(); herr == nil {
+			out.Release, out.Stored = resultOf(ActionNone, h.latest()), h
+		} else {
+			out.Release = resultOf(ActionNone, nil)
+		}
 		out.Records = s.written.records
 		return out, err
 	})

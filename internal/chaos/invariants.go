@@ -16,6 +16,8 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cozystack/cozy-aio/apply/helm"
 )
 
 // Flux's owner labels on the objects it applies.
@@ -407,8 +409,14 @@ func ociArtifact(s Snapshot, hr *helmv2.HelmRelease) string {
 	}
 	for _, o := range s.OCIRepositories {
 		if o.Namespace == ns && o.Name == ref.Name && o.Status.Artifact != nil {
+			// helm-controller's (and cozy-aio's) chart version: the
+			// artifact's version with its digest as build metadata.
 			rev, _, _ := strings.Cut(o.Status.Artifact.Revision, "@")
-			return strings.ReplaceAll(rev, "_", "+")
+			v, _, err := helm.ChartVersionWithDigest(strings.ReplaceAll(rev, "_", "+"), o.Status.Artifact.Revision)
+			if err != nil {
+				return "unusable revision " + o.Status.Artifact.Revision
+			}
+			return v
 		}
 	}
 	return ""

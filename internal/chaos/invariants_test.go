@@ -23,7 +23,7 @@ func record(version int, status common.Status, round int, desc string) *releasev
 	return &releasev1.Release{
 		Name: "app", Namespace: "t", Version: version,
 		Info:     &releasev1.Info{Status: status, Description: desc},
-		Chart:    &chart.Chart{Metadata: &chart.Metadata{Name: "chaos", Version: "1.0.0"}},
+		Chart:    &chart.Chart{Metadata: &chart.Metadata{Name: "chaos", Version: "1.0.0+d437f191d9bd"}},
 		Config:   map[string]any{"round": round},
 		Manifest: "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-cm\n",
 	}
@@ -63,7 +63,7 @@ func healthy() Snapshot {
 		}},
 		OCIRepositories: []sourcev1.OCIRepository{{
 			ObjectMeta: metav1.ObjectMeta{Name: "charts", Namespace: "s"},
-			Status:     sourcev1.OCIRepositoryStatus{Conditions: ready(metav1.ConditionTrue, "ok"), Artifact: &meta.Artifact{Revision: "1.0.0@sha256:def"}},
+			Status:     sourcev1.OCIRepositoryStatus{Conditions: ready(metav1.ConditionTrue, "ok"), Artifact: &meta.Artifact{Revision: "1.0.0@sha256:d437f191d9bd" + strings.Repeat("0", 52)}},
 		}},
 		Releases: []*releasev1.Release{record(1, common.StatusSuperseded, 0, "Install complete"), record(2, common.StatusDeployed, 1, "Upgrade complete")},
 		Objects: []Object{
@@ -125,7 +125,7 @@ func TestCheck(t *testing.T) {
 			s.HelmReleases[0].Spec.Values.Raw = []byte(`{"round":7}`)
 		}, "lie: HelmRelease t/app"},
 		"ready at an old chart": {func(s *Snapshot) {
-			s.OCIRepositories[0].Status.Artifact.Revision = "1.1.0@sha256:fff"
+			s.OCIRepositories[0].Status.Artifact.Revision = "1.1.0@sha256:" + strings.Repeat("f", 64)
 		}, "lie: HelmRelease t/app"},
 	}
 	for name, c := range cases {
