@@ -68,6 +68,9 @@ type options struct {
 	switchFluxDir   string
 	timeout, settle time.Duration
 	keep            bool
+	// kustomizations is how many Kustomizations (with prune, of eight
+	// objects each) run beside the platform.
+	kustomizations int
 }
 
 func main() {
@@ -84,6 +87,7 @@ func main() {
 		"the platform component's values in the Package (YAML)")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "how long to wait for every HelmRelease to be Ready")
 	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "end the run once the set of Ready HelmReleases has not changed for this long")
+	flag.IntVar(&o.kustomizations, "kustomizations", 0, "also run this many Kustomizations with prune (eight objects each, from an OCIRepository); Flux's kustomize-controller runs them when -flux-dir has it")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -108,6 +112,11 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.switchOver && o.fluxDir == "" && o.switchFluxDir == "" {
 		return errors.New("-switch needs -flux-dir (from Flux) or -switch-flux-dir (to Flux)")
+	}
+	for _, dir := range []string{o.fluxDir, o.switchFluxDir} {
+		if _, err := os.Stat(filepath.Join(dir, "kustomize-controller")); dir != "" && o.kustomizations > 0 && err != nil {
+			return fmt.Errorf("-kustomizations with Flux's controllers needs kustomize-controller in %s: %w", dir, err)
+		}
 	}
 	if o.workDir == "" {
 		d, err := os.MkdirTemp("", "cozystack-acceptance-")
@@ -171,9 +180,13 @@ func run(ctx context.Context, o options) error {
 	}
 	say("pushed %d files of %s to oci://%s/cozystack-packages@%s", len(files), o.packages, reg.Host(), desc.Digest)
 
-	var extra []string
+	// The artifact server keeps its address across the switch, as a
+	// Service gives it in a cluster: the other engine's consumers fetch
+	// from the URLs in status.
+	artifacts := fmt.Sprintf("--artifact-addr=127.0.0.1:%d", freePort())
+	extra := []string{artifacts}
 	if o.fluxDir != "" {
-		extra = []string{"--kinds=ArtifactGenerator"}
+		extra = append(extra, "--kinds=ArtifactGenerator")
 	}
 	popts := demo.ProcessOptions{
 		Binary: o.binary, WorkDir: o.workDir, Logs: logs, ID: "cozy-aio-0",
@@ -270,6 +283,12 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating the platform Package: %w", err)
 	}
 	say("Package cozystack.cozystack-platform (variant %s) created %.1f s after cozy-aio's start", o.variant, applied.Sub(start).Seconds())
+	if o.kustomizations > 0 {
+		if err := createKustomizations(ctx, cs, dyn, reg, o.kustomizations); err != nil {
+			return err
+		}
+		say("%d Kustomizations created in %s", o.kustomizations, appsNamespace)
+	}
 
 	// The run ends when every HelmRelease is Ready, or when the Ready
 	// set has not changed for -settle: a release that fails the same way
@@ -314,6 +333,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.kustomizations > 0 {
+		if err := waitKustomizations(ctx, dyn, 5*time.Minute, say); err != nil {
+			return err
+		}
+		say("every Kustomization Ready")
+	}
 	what := "every HelmRelease Ready"
 	if !all {
 		what = fmt.Sprintf("%d HelmReleases Ready, the last", lastReady)
@@ -336,9 +361,9 @@ func run(ctx context.Context, o options) error {
 		engine.Stop(30 * time.Second)
 		toFlux := len(flux) == 0
 		flux = nil
-		popts.Extra, popts.Logs = nil, filepath.Join(logs, "switch")
+		popts.Extra, popts.Logs = []string{artifacts}, filepath.Join(logs, "switch")
 		if toFlux {
-			popts.Extra = []string{"--kinds=ArtifactGenerator"}
+			popts.Extra = append(popts.Extra, "--kinds=ArtifactGenerator")
 		}
 		if err := os.MkdirAll(popts.Logs, 0o755); err != nil {
 			return err
@@ -397,21 +422,31 @@ var watched = []struct {
 	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, true},
 }
 
-// objectVersions maps each watched object the charts label
-// app.kubernetes.io/managed-by=Helm to its resourceVersion or generation.
+// appliers are the selectors of the objects a switch must leave alone:
+// those the charts label app.kubernetes.io/managed-by=Helm, and those
+// Kustomizations applied.
+var appliers = []struct{ name, selector string }{
+	{"Helm", "app.kubernetes.io/managed-by=Helm"},
+	{"Kustomization", "kustomize.toolkit.fluxcd.io/name"},
+}
+
+// objectVersions maps each watched object of each of appliers to its
+// resourceVersion or generation, by "<applier> <resource>/<ns>/<name>".
 func objectVersions(ctx context.Context, dyn dynamic.Interface) map[string]string {
 	out := map[string]string{}
-	for _, w := range watched {
-		list, err := dyn.Resource(w.gvr).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=Helm"})
-		if err != nil {
-			continue
-		}
-		for _, it := range list.Items {
-			v := it.GetResourceVersion()
-			if w.generation {
-				v = fmt.Sprint(it.GetGeneration())
+	for _, a := range appliers {
+		for _, w := range watched {
+			list, err := dyn.Resource(w.gvr).List(ctx, metav1.ListOptions{LabelSelector: a.selector})
+			if err != nil {
+				continue
 			}
-			out[w.gvr.Resource+"/"+it.GetNamespace()+"/"+it.GetName()] = v
+			for _, it := range list.Items {
+				v := it.GetResourceVersion()
+				if w.generation {
+					v = fmt.Sprint(it.GetGeneration())
+				}
+				out[a.name+" "+w.gvr.Resource+"/"+it.GetNamespace()+"/"+it.GetName()] = v
+			}
 		}
 	}
 	return out
@@ -461,26 +496,31 @@ func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 	}
 	say("switch: the engine that ran stopped, %s started", to)
 	token := time.Now().Format(time.RFC3339Nano)
-	list, err := dyn.Resource(hrGVR).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for _, hr := range list.Items {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, token)
-		if _, err := dyn.Resource(hrGVR).Namespace(hr.GetNamespace()).Patch(ctx, hr.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	units := []schema.GroupVersionResource{hrGVR, ksGVR}
+	for _, gvr := range units {
+		list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
 			return err
+		}
+		for _, u := range list.Items {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, token)
+			if _, err := dyn.Resource(gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return err
+			}
 		}
 	}
 	var pending []string
-	err = waitFor(ctx, 5*time.Minute, "every HelmRelease to answer the reconcile request", func() (bool, error) {
-		list, err := dyn.Resource(hrGVR).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
+	err = waitFor(ctx, 5*time.Minute, "every HelmRelease and Kustomization to answer the reconcile request", func() (bool, error) {
 		pending = pending[:0]
-		for _, hr := range list.Items {
-			if h, _, _ := unstructured.NestedString(hr.Object, "status", "lastHandledReconcileAt"); h != token {
-				pending = append(pending, hr.GetNamespace()+"/"+hr.GetName())
+		for _, gvr := range units {
+			list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, u := range list.Items {
+				if h, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt"); h != token {
+					pending = append(pending, u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName())
+				}
 			}
 		}
 		return len(pending) == 0, nil
@@ -489,7 +529,7 @@ func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 		say("switch: not answered: %s", strings.Join(pending, ", "))
 		return err
 	}
-	say("switch: every HelmRelease answered the request %.1f s after the start of %s", time.Since(start).Seconds(), to)
+	say("switch: every HelmRelease and Kustomization answered the request %.1f s after the start of %s", time.Since(start).Seconds(), to)
 	after, err := releaseRecords(ctx, cs)
 	if err != nil {
 		return err
@@ -501,15 +541,20 @@ func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 		}
 	}
 	sort.Strings(revised)
-	written := map[string]int{}
+	written, deleted, watchedBy := map[string]int{}, map[string]int{}, map[string]int{}
 	now := objectVersions(ctx, dyn)
 	for k, v := range objects {
-		if now[k] != v {
-			written[k[:strings.Index(k, "/")]]++
+		kind := k[:strings.Index(k, "/")]
+		watchedBy[kind[:strings.Index(kind, " ")]]++
+		switch n, ok := now[k]; {
+		case !ok:
+			deleted[kind]++
+		case n != v:
+			written[kind]++
 		}
 	}
 	say("switch: %d of %d releases with new Helm revisions: %s", len(revised), len(after), strings.Join(revised, ", "))
-	say("switch: %d Helm-labelled objects watched, rewritten by kind: %v", len(objects), written)
+	say("switch: %d objects watched %v, rewritten by applier and kind: %v, deleted: %v", len(objects), watchedBy, written, deleted)
 	report(ctx, cs, dyn, say)
 	return nil
 }
@@ -547,7 +592,12 @@ func startFlux(ctx context.Context, o options, kubeconfig, logs, trust string, d
 			"--log-encoding=json", "--concurrent=20", "--requeue-dependency=5s"}},
 		{"helm-controller", []string{"--metrics-addr=" + addr(), "--health-addr=" + addr(), "--enable-leader-election=false",
 			"--log-encoding=json", "--concurrent=20", "--requeue-dependency=5s", "--feature-gates=ExternalArtifact=true"}},
+		{"kustomize-controller", []string{"--metrics-addr=" + addr(), "--health-addr=" + addr(), "--enable-leader-election=false",
+			"--log-encoding=json", "--concurrent=20", "--requeue-dependency=5s"}},
 	} {
+		if _, err := os.Stat(filepath.Join(o.fluxDir, c.name)); err != nil && c.name == "kustomize-controller" {
+			continue // optional: without it, cozy-aio runs the Kustomizations
+		}
 		f, err := os.Create(filepath.Join(logs, c.name+".log"))
 		if err != nil {
 			return cmds, err
