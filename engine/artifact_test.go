@@ -13,6 +13,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
@@ -64,6 +65,73 @@ func TestMissingSourceRecordsNoWarningOnItsUsers(t *testing.T) {
 		kind := e.InvolvedObject.Kind
 		if (kind == helmv2.HelmReleaseKind || kind == kustomizev1.KustomizationKind) && e.Type == corev1.EventTypeWarning {
 			t.Errorf("Warning Event on %s/%s: %s: %s", kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
+
+// A Kustomization whose source's status another server wrote (Flux's
+// source-controller before a switch), that server gone and cozy-aio's own
+// archive of the revision another digest, waits for the source's
+// reconciler here to replace the artifact: Ready=False with a message that
+// says so, no Warning Event, and Ready once the source is reconciled.
+func TestForeignArtifactIsWaitedForNotFailed(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	desc, err := reg.PushArtifact(ctx, "manifests/app", "v1", map[string]string{"cm.yaml": configMap("cm", ns)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEngine(t, engine.Options{})
+	// Suspended, so that its reconciler here leaves the status alone
+	// until it is resumed.
+	src := &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "manifests", Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: "oci://" + reg.Host() + "/manifests/app", Insecure: true, Suspend: true,
+			Interval:  &metav1.Duration{Duration: time.Hour},
+			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
+		},
+	}
+	create(t, src)
+	// The revision upstream has, archived by another server: the
+	// digest is not that of cozy-aio's archive of it.
+	rev := "v1@" + desc.Digest.String()
+	gone := "http://127.0.0.1:1/ocirepository/" + ns + "/manifests/" + strings.Repeat("cd", 32) + ".tar.gz"
+	src.Status.Artifact = &meta.Artifact{
+		Path: "ocirepository/" + ns + "/manifests/" + strings.Repeat("cd", 32) + ".tar.gz", URL: gone,
+		Revision: rev, Digest: "sha256:" + strings.Repeat("cd", 32), LastUpdateTime: metav1.Now(),
+	}
+	conditions.MarkTrue(src, meta.ReadyCondition, meta.SucceededReason, "stored artifact for digest '%s'", rev)
+	if err := cp.Client.Status().Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomization(ns, "apps", "manifests", "./")
+	ks.Spec.SourceRef.Kind = sourcev1.OCIRepositoryKind
+	create(t, ks)
+	waitFor(t, ks, func() bool {
+		c := conditions.Get(ks, meta.ReadyCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == meta.ArtifactFailedReason &&
+			strings.Contains(c.Message, "made by another server") && strings.Contains(c.Message, "waiting")
+	}, "Ready=False, waiting for the source to be reconciled here")
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+			return err
+		}
+		src.Spec.Suspend = false
+		return cp.Client.Update(ctx, src)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ks, readyIs(ks, true), "Ready=True once the source is reconciled here")
+	var events corev1.EventList
+	if err := cp.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == kustomizev1.KustomizationKind && e.Type == corev1.EventTypeWarning {
+			t.Errorf("Warning Event on %s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
 }

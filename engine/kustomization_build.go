@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
+	"github.com/fluxcd/pkg/ssa/normalize"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -91,6 +92,14 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	}
 	if err != nil {
 		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
+	}
+	// As kustomize-controller, with Flux's own normalize: native kinds
+	// round-trip through their types (Service and container ports get
+	// their protocol, a Secret's stringData becomes data), so that what is
+	// applied, and the fields it owns, are byte for byte what Flux applies:
+	// a switch from Flux, or back, writes nothing.
+	if err := normalize.UnstructuredList(objs); err != nil {
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	if cm := obj.Spec.CommonMetadata; cm != nil {
 		ssautils.SetCommonMetadata(objs, cm.Labels, cm.Annotations)

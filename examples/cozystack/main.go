@@ -71,6 +71,9 @@ type options struct {
 	// kustomizations is how many Kustomizations (with prune, of eight
 	// objects each) run beside the platform.
 	kustomizations int
+	// helmReleases is how many HelmReleases of a small chart run beside
+	// the platform (createHelmReleases).
+	helmReleases int
 }
 
 func main() {
@@ -88,6 +91,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "how long to wait for every HelmRelease to be Ready")
 	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "end the run once the set of Ready HelmReleases has not changed for this long")
 	flag.IntVar(&o.kustomizations, "kustomizations", 0, "also run this many Kustomizations with prune (eight objects each, from an OCIRepository); Flux's kustomize-controller runs them when -flux-dir has it")
+	flag.IntVar(&o.helmReleases, "helmreleases", 0, "also run this many HelmReleases of a two-ConfigMap chart, 20 per namespace, from an OCIRepository (8 in 10), a HelmRepository of type oci (1 in 10) and an ExternalArtifact (1 in 10)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -288,6 +292,12 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		say("%d Kustomizations created in %s", o.kustomizations, appsNamespace)
+	}
+	if o.helmReleases > 0 {
+		if err := createHelmReleases(ctx, cs, dyn, reg, o.helmReleases); err != nil {
+			return err
+		}
+		say("%d HelmReleases created in %s*", o.helmReleases, releasesPrefix)
 	}
 
 	// The run ends when every HelmRelease is Ready, or when the Ready
@@ -741,6 +751,7 @@ func report(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface,
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "HELMRELEASE\tREADY\tREVISIONS\tMESSAGE")
 	hist := map[int]int{}
+	extra, extraReady := 0, 0
 	for _, hr := range items {
 		status, msg := readyOf(&hr)
 		target, _, _ := unstructured.NestedString(hr.Object, "spec", "targetNamespace")
@@ -760,12 +771,22 @@ func report(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface,
 		}
 		n := revisions[storage+"/"+release]
 		hist[n]++
+		if acceptanceRelease(&hr) {
+			extra++
+			if status == "True" {
+				extraReady++
+			}
+			continue
+		}
 		if len(msg) > 110 {
 			msg = msg[:110] + "…"
 		}
 		fmt.Fprintf(w, "%s/%s\t%s\t%d\t%s\n", hr.GetNamespace(), hr.GetName(), status, n, msg)
 	}
 	w.Flush()
+	if extra > 0 {
+		say("%d HelmReleases of -helmreleases, %d Ready", extra, extraReady)
+	}
 	counts := []string{}
 	for n, c := range hist {
 		counts = append(counts, fmt.Sprintf("%d with %d", c, n))
