@@ -56,7 +56,9 @@ data:
 // each namespace with the three kinds of sources Flux users mix: eight in
 // ten releases take the chart from an OCIRepository (chartRef), one from
 // a HelmRepository of type oci (spec.chart, so a HelmChart is generated),
-// one from an ExternalArtifact an ArtifactGenerator makes of the artifact.
+// one from an ExternalArtifact an ArtifactGenerator makes of the artifact
+// (the chart in a directory of its own, as Cozystack's generators put it:
+// helm-controller refuses a chart at the archive's top).
 func createHelmReleases(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, reg *testenv.Registry, n int) error {
 	chart := acceptanceChart()
 	if _, err := reg.PushChart(ctx, "acceptance-charts/acceptance", chart); err != nil {
@@ -104,7 +106,7 @@ func createHelmReleases(ctx context.Context, cs kubernetes.Interface, dyn dynami
 			{generatorGVR, with(meta("ArtifactGenerator", "source.extensions.fluxcd.io/v1beta1", "acceptance"), map[string]any{
 				"sources": []any{map[string]any{"alias": "src", "kind": "OCIRepository", "name": "acceptance-src"}},
 				"artifacts": []any{map[string]any{"name": "acceptance-chart",
-					"copy": []any{map[string]any{"from": "@src/acceptance/**", "to": "@artifact/"}}}},
+					"copy": []any{map[string]any{"from": "@src/acceptance/**", "to": "@artifact/acceptance/"}}}},
 			})},
 		} {
 			if err := create(o.gvr, ns, o.obj); err != nil {
