@@ -11,7 +11,7 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz chaos
+.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz chaos switch-over
 
 ## test: gofmt, go mod tidy and go vet, build the test control plane, the cluster
 ## simulator and the S3 server if missing, run every test.
@@ -113,6 +113,18 @@ bench-clusters: testbin build
 	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_TENANTS=$${DEMO_TENANTS:-20} DEMO_RELEASES=10 DEMO_COMPARE_REMOTE=1 bin/cozy-aio-demo -cozy-aio bin/cozy-aio -timeout 20m
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_TENANTS=10 DEMO_RELEASES=10 DEMO_COMPARE_DOWN=1 bin/cozy-aio-demo -cozy-aio bin/cozy-aio -timeout 20m
+
+## switch-over: Flux's controllers, built from their module source (hack/flux.sh), and cozy-aio take
+## over from each other on a simulated cluster: SWITCH_RELEASES HelmReleases (default 1,000; OCIRepository,
+## HelmRepository and ExternalArtifact sources) and 20 Kustomizations with prune, Flux → cozy-aio, then
+## cozy-aio → Flux; each run reports new Helm revisions, objects rewritten and deleted, and the time to answer.
+switch-over: testbin-cluster build
+	@hack/flux.sh
+	@$(GO) build -o bin/cozystack-acceptance ./examples/cozystack
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) bin/cozystack-acceptance -cozy-aio bin/cozy-aio -helmreleases $${SWITCH_RELEASES:-1000} -kustomizations 20 \
+		-flux-dir $(HOME)/.cache/cozy-aio/flux -switch -settle 60s -timeout 30m
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) bin/cozystack-acceptance -cozy-aio bin/cozy-aio -helmreleases $${SWITCH_RELEASES:-1000} -kustomizations 20 \
+		-switch -switch-flux-dir $(HOME)/.cache/cozy-aio/flux -settle 30s -timeout 30m
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s), one after another.
 FUZZTIME ?= 60s

@@ -91,12 +91,13 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 	want := art
 	art, err = e.materialize(ctx, self, nodeRef{Kind: kind, Namespace: namespace, Name: name}, obj, art)
 	if err != nil {
-		if e.foreign(want) && errors.Is(err, source.ErrDigestMismatch) && e.reconciles(kind) {
+		if e.foreign(want) && errors.Is(err, source.ErrDigestMismatch) && e.reconciles(kind) && isDone(e.elected()) {
 			// Another engine's artifact (source-controller's before a
 			// switch) that its server no longer gives: this engine's own
-			// reconciler of the source replaces it with its archive of the
-			// same revision, whose new status wakes this dependent. A
-			// wait, not a failure: nothing is wrong on switch day.
+			// reconciler of the source (it runs on the leader, which this
+			// engine is) replaces it with its archive of the same
+			// revision, whose new status wakes this dependent. A wait,
+			// not a failure: nothing is wrong on switch day.
 			return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf(
 				"source %s: its artifact was made by another server (%s); waiting for the source to be reconciled here", srcRef, want.URL), materializeRetry), false
 		}
@@ -109,7 +110,7 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 // URL: another engine (Flux's source-controller, another cozy-aio's
 // server) wrote the status.
 func (e *Engine) foreign(a source.Artifact) bool {
-	return a.URL != "" && !strings.HasPrefix(a.URL, strings.TrimSuffix(e.opts.ArtifactBaseURL, "/")+"/")
+	return a.URL != "" && !strings.HasPrefix(a.URL, e.store.BaseURL()+"/")
 }
 
 func sourceRefOf(self nodeRef, kind, namespace, name string) nodeRef {

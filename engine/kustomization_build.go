@@ -93,17 +93,6 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	if err != nil {
 		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
 	}
-	// As kustomize-controller, with Flux's own normalize: native kinds
-	// round-trip through their types (Service and container ports get
-	// their protocol, a Secret's stringData becomes data), so that what is
-	// applied, and the fields it owns, are byte for byte what Flux applies:
-	// a switch from Flux, or back, writes nothing.
-	if err := normalize.UnstructuredList(objs); err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
-	}
-	if cm := obj.Spec.CommonMetadata; cm != nil {
-		ssautils.SetCommonMetadata(objs, cm.Labels, cm.Annotations)
-	}
 	for _, i := range apply.UnusedImages(objs, obj.Spec.Images) {
 		// kustomize ignores an override that matches nothing; a warning
 		// tells, and the build goes on.
@@ -125,6 +114,18 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 					self, o.GetKind(), o.GetNamespace(), o.GetName(), ErrCrossNamespace)), false
 			}
 		}
+	}
+	// As kustomize-controller, with Flux's own normalize: native kinds
+	// round-trip through their types (Service and container ports get
+	// their protocol, a Secret's stringData becomes data), so that what is
+	// applied, and the fields it owns, are byte for byte what Flux applies:
+	// a switch from Flux, or back, writes nothing. After the checks above,
+	// which read fields the types drop (a Secret's sops).
+	if err := normalize.UnstructuredList(objs); err != nil {
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+	}
+	if cm := obj.Spec.CommonMetadata; cm != nil {
+		ssautils.SetCommonMetadata(objs, cm.Labels, cm.Annotations)
 	}
 	return objs, outcome{}, true
 }

@@ -102,6 +102,9 @@ func (s *Store) lockDir(ctx context.Context, dir string) (func(), error) {
 	}
 }
 
+// BaseURL is the prefix of the URLs of the store's artifacts.
+func (s *Store) BaseURL() string { return s.opts.BaseURL }
+
 // Path returns the local file of an artifact.
 func (s *Store) Path(a Artifact) string { return filepath.Join(s.root, filepath.FromSlash(a.Path)) }
 

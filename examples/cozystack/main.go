@@ -15,6 +15,11 @@
 //	go run ./examples/cozystack -packages /tmp/cozystack/packages \
 //	  -operator /tmp/cozystack-operator -cozy-aio bin/cozy-aio
 //
+// Without -packages and -operator it runs only its own workload
+// (-helmreleases, -kustomizations): `make switch-over` uses it so, with
+// Flux's controllers built from their module source, to switch 1,000
+// HelmReleases and 20 Kustomizations both ways.
+//
 // The simulation differs from a real cluster where it must: the packages
 // are served by an in-process registry over HTTPS whose certificate the
 // engines trust through SSL_CERT_FILE (the operator's OCIRepository names
@@ -51,6 +56,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/cozy-aio/internal/demo"
+	"github.com/cozystack/cozy-aio/internal/switchover"
 	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
@@ -72,8 +78,11 @@ type options struct {
 	// objects each) run beside the platform.
 	kustomizations int
 	// helmReleases is how many HelmReleases of a small chart run beside
-	// the platform (createHelmReleases).
+	// the platform (internal/switchover).
 	helmReleases int
+	// record, with -flux-dir, writes the fixtures of what Flux left
+	// (switchover.Record) to this file once it has settled.
+	record string
 }
 
 func main() {
@@ -92,6 +101,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "end the run once the set of Ready HelmReleases has not changed for this long")
 	flag.IntVar(&o.kustomizations, "kustomizations", 0, "also run this many Kustomizations with prune (eight objects each, from an OCIRepository); Flux's kustomize-controller runs them when -flux-dir has it")
 	flag.IntVar(&o.helmReleases, "helmreleases", 0, "also run this many HelmReleases of a two-ConfigMap chart, 20 per namespace, from an OCIRepository (8 in 10), a HelmRepository of type oci (1 in 10) and an ExternalArtifact (1 in 10)")
+	flag.StringVar(&o.record, "record", "", "with -flux-dir, -helmreleases and -kustomizations: once Flux has settled, write the fixtures of the first 20 HelmReleases and 2 Kustomizations to this file (internal/switchover)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -111,8 +121,11 @@ var (
 )
 
 func run(ctx context.Context, o options) error {
-	if o.packages == "" || o.operator == "" {
-		return errors.New("-packages and -operator are required (see the package comment)")
+	if (o.packages == "") != (o.operator == "") {
+		return errors.New("-packages and -operator go together (see the package comment)")
+	}
+	if o.packages == "" && o.helmReleases == 0 && o.kustomizations == 0 {
+		return errors.New("nothing to run: -packages and -operator (Cozystack's platform), -helmreleases or -kustomizations")
 	}
 	if o.switchOver && o.fluxDir == "" && o.switchFluxDir == "" {
 		return errors.New("-switch needs -flux-dir (from Flux) or -switch-flux-dir (to Flux)")
@@ -174,15 +187,6 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	trust := "SSL_CERT_FILE=" + caFile
-	files, err := testenv.ReadTree(o.packages)
-	if err != nil {
-		return err
-	}
-	desc, err := reg.PushArtifact(ctx, "cozystack-packages", "v1.6.2", files, nil)
-	if err != nil {
-		return err
-	}
-	say("pushed %d files of %s to oci://%s/cozystack-packages@%s", len(files), o.packages, reg.Host(), desc.Digest)
 
 	// The artifact server keeps its address across the switch, as a
 	// Service gives it in a cluster: the other engine's consumers fetch
@@ -216,88 +220,31 @@ func run(ctx context.Context, o options) error {
 		}()
 	}
 
-	opLog, err := os.Create(filepath.Join(logs, "cozystack-operator.log"))
-	if err != nil {
-		return err
+	applied := time.Now()
+	if o.packages != "" {
+		stopPlatform, err := platform(ctx, o, cluster.Kubeconfig, logs, reg, dyn, say)
+		if err != nil {
+			return err
+		}
+		defer stopPlatform()
+		applied = time.Now()
+		say("Package cozystack.cozystack-platform (variant %s) created %.1f s after cozy-aio's start", o.variant, applied.Sub(start).Seconds())
 	}
-	defer opLog.Close()
-	// The operator runs as a Deployment does: restarted when it exits
-	// (it does at first, until cozy-aio has installed the Flux CRDs).
-	opArgs := []string{
-		"--install-crds=true", "--install-flux=false", "--disable-telemetry",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--platform-source-name=cozystack-platform",
-		"--platform-source-url=oci://" + reg.Host() + "/cozystack-packages",
-		"--platform-source-ref=digest=" + desc.Digest.String(),
-		"--kubeconfig=" + cluster.Kubeconfig,
-	}
-	opCtx, opStop := context.WithCancel(ctx)
-	opDone := make(chan struct{})
-	defer func() { opStop(); <-opDone }()
-	go func() {
-		defer close(opDone)
-		for restarts := 0; opCtx.Err() == nil; restarts++ {
-			op := exec.Command(o.operator, opArgs...)
-			op.Stdout, op.Stderr = opLog, opLog
-			op.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "COZYSTACK_VERSION=v1.6.2")
-			if err := op.Start(); err != nil {
-				say("cozystack-operator: %v", err)
-				return
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- op.Wait() }()
-			select {
-			case <-opCtx.Done():
-				_ = op.Process.Signal(syscall.SIGTERM)
-				<-exited
-				return
-			case err := <-exited:
-				say("cozystack-operator exited (%v); restarting it in 5 s", err)
-			}
-			select {
-			case <-opCtx.Done():
-				return
-			case <-time.After(5 * time.Second):
+	if err := waitFor(ctx, 2*time.Minute, "the Flux CRDs", func() (bool, error) {
+		for _, gvr := range []schema.GroupVersionResource{ociGVR, hrGVR, ksGVR, helmRepoGVR, generatorGVR} {
+			if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				return false, nil
 			}
 		}
-	}()
-	say("cozystack-operator started: %s %s", o.operator, strings.Join(opArgs, " "))
-
-	if err := waitFor(ctx, 5*time.Minute, "the Package CRD", func() (bool, error) {
-		_, err := dyn.Resource(packageGVR).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, nil
+		return true, nil
 	}); err != nil {
 		return err
 	}
-
-	var values map[string]any
-	if err := yaml.Unmarshal([]byte(o.values), &values); err != nil {
-		return fmt.Errorf("-values: %w", err)
-	}
-	pkg := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cozystack.io/v1alpha1", "kind": "Package",
-		"metadata": map[string]any{"name": "cozystack.cozystack-platform"},
-		"spec": map[string]any{
-			"variant":    o.variant,
-			"components": map[string]any{"platform": map[string]any{"values": values}},
-		},
-	}}
-	applied := time.Now()
-	if _, err := dyn.Resource(packageGVR).Create(ctx, pkg, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the platform Package: %w", err)
-	}
-	say("Package cozystack.cozystack-platform (variant %s) created %.1f s after cozy-aio's start", o.variant, applied.Sub(start).Seconds())
-	if o.kustomizations > 0 {
-		if err := createKustomizations(ctx, cs, dyn, reg, o.kustomizations); err != nil {
+	if o.kustomizations > 0 || o.helmReleases > 0 {
+		if err := createWorkload(ctx, cluster.Config, reg, o.helmReleases, o.kustomizations); err != nil {
 			return err
 		}
-		say("%d Kustomizations created in %s", o.kustomizations, appsNamespace)
-	}
-	if o.helmReleases > 0 {
-		if err := createHelmReleases(ctx, cs, dyn, reg, o.helmReleases); err != nil {
-			return err
-		}
-		say("%d HelmReleases created in %s*", o.helmReleases, releasesPrefix)
+		say("%d HelmReleases created in %s*, %d Kustomizations in %s", o.helmReleases, switchover.ReleasesPrefix, o.kustomizations, switchover.AppsNamespace)
 	}
 
 	// The run ends when every HelmRelease is Ready, or when the Ready
@@ -355,6 +302,12 @@ func run(ctx context.Context, o options) error {
 	}
 	say("%s %.1f s after the Package (%.1f s after cozy-aio's start)",
 		what, lastChange.Sub(applied).Seconds(), lastChange.Sub(start).Seconds())
+	if o.record != "" {
+		if err := record(ctx, cluster.Config, o.record, strings.Join(os.Args, " ")); err != nil {
+			return fmt.Errorf("recording the fixtures: %w", err)
+		}
+		say("fixtures written to %s", o.record)
+	}
 	rss, cpu := engine.Usage()
 	say("cozy-aio: peak RSS %d MB, CPU %.1f s", rss>>20, cpu.Seconds())
 	for _, c := range flux {
@@ -852,4 +805,89 @@ func freePort() int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// platform pushes Cozystack's packages, runs its operator as a Deployment
+// would (restarted when it exits) and creates the platform Package; stop
+// ends the operator.
+func platform(ctx context.Context, o options, kubeconfig, logs string, reg *testenv.Registry, dyn dynamic.Interface, say func(string, ...any)) (stop func(), err error) {
+	stop = func() {}
+	files, err := testenv.ReadTree(o.packages)
+	if err != nil {
+		return stop, err
+	}
+	desc, err := reg.PushArtifact(ctx, "cozystack-packages", "v1.6.2", files, nil)
+	if err != nil {
+		return stop, err
+	}
+	say("pushed %d files of %s to oci://%s/cozystack-packages@%s", len(files), o.packages, reg.Host(), desc.Digest)
+	opLog, err := os.Create(filepath.Join(logs, "cozystack-operator.log"))
+	if err != nil {
+		return stop, err
+	}
+	// The operator runs as a Deployment does: restarted when it exits
+	// (it does at first, until cozy-aio has installed the Flux CRDs).
+	opArgs := []string{
+		"--install-crds=true", "--install-flux=false", "--disable-telemetry",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--platform-source-name=cozystack-platform",
+		"--platform-source-url=oci://" + reg.Host() + "/cozystack-packages",
+		"--platform-source-ref=digest=" + desc.Digest.String(),
+		"--kubeconfig=" + kubeconfig,
+	}
+	opCtx, opStop := context.WithCancel(ctx)
+	opDone := make(chan struct{})
+	stop = func() { opStop(); <-opDone; opLog.Close() }
+	go func() {
+		defer close(opDone)
+		for restarts := 0; opCtx.Err() == nil; restarts++ {
+			op := exec.Command(o.operator, opArgs...)
+			op.Stdout, op.Stderr = opLog, opLog
+			op.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "COZYSTACK_VERSION=v1.6.2")
+			if err := op.Start(); err != nil {
+				say("cozystack-operator: %v", err)
+				return
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- op.Wait() }()
+			select {
+			case <-opCtx.Done():
+				_ = op.Process.Signal(syscall.SIGTERM)
+				<-exited
+				return
+			case err := <-exited:
+				say("cozystack-operator exited (%v); restarting it in 5 s", err)
+			}
+			select {
+			case <-opCtx.Done():
+				return
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
+	say("cozystack-operator started: %s %s", o.operator, strings.Join(opArgs, " "))
+
+	if err := waitFor(ctx, 5*time.Minute, "the Package CRD", func() (bool, error) {
+		_, err := dyn.Resource(packageGVR).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}); err != nil {
+		return stop, err
+	}
+
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(o.values), &values); err != nil {
+		return stop, fmt.Errorf("-values: %w", err)
+	}
+	pkg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cozystack.io/v1alpha1", "kind": "Package",
+		"metadata": map[string]any{"name": "cozystack.cozystack-platform"},
+		"spec": map[string]any{
+			"variant":    o.variant,
+			"components": map[string]any{"platform": map[string]any{"values": values}},
+		},
+	}}
+	if _, err := dyn.Resource(packageGVR).Create(ctx, pkg, metav1.CreateOptions{}); err != nil {
+		return stop, fmt.Errorf("creating the platform Package: %w", err)
+	}
+	return stop, nil
 }

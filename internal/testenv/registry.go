@@ -155,6 +155,13 @@ func (r *Registry) PushArtifact(ctx context.Context, repo, tag string, files map
 // Chart.yaml at the top) as an OCI chart, tagged with the chart version,
 // as `helm push` does. It returns the manifest.
 func (r *Registry) PushChart(ctx context.Context, repo string, files map[string]string) (ocispec.Descriptor, error) {
+	return r.PushChartAnnotated(ctx, repo, files, nil)
+}
+
+// PushChartAnnotated is PushChart with manifest annotations: with
+// org.opencontainers.image.created among them, the same files give the
+// same manifest digest on every push (oras stamps the time otherwise).
+func (r *Registry) PushChartAnnotated(ctx context.Context, repo string, files map[string]string, annotations map[string]string) (ocispec.Descriptor, error) {
 	var meta struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
@@ -175,7 +182,7 @@ func (r *Registry) PushChart(ctx context.Context, repo string, files map[string]
 		return ocispec.Descriptor{}, err
 	}
 	tag := strings.ReplaceAll(meta.Version, "+", "_")
-	return r.push(ctx, repo, tag, HelmConfigMediaType, cfg, HelmChartMediaType, layer, nil)
+	return r.push(ctx, repo, tag, HelmConfigMediaType, cfg, HelmChartMediaType, layer, annotations)
 }
 
 func (r *Registry) push(ctx context.Context, repo, tag, configType string, config []byte, layerType string, layer []byte, annotations map[string]string) (ocispec.Descriptor, error) {
