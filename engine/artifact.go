@@ -101,6 +101,10 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 			return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf(
 				"source %s: its artifact was made by another server (%s); waiting for the source to be reconciled here", srcRef, want.URL), materializeRetry), false
 		}
+		if aw := (*awaitedError)(nil); errors.As(err, &aw) {
+			// An input of the artifact's rebuild is awaited likewise.
+			return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s: %s", srcRef, aw.msg), materializeRetry), false
+		}
 		return source.Artifact{}, materializedOutcome(fmt.Errorf("%s: %w", self, err)), false
 	}
 	return art, outcome{}, true

@@ -49,6 +49,13 @@ const (
 	materializeTimeout = 10 * time.Minute
 )
 
+// awaitedError means a rebuild waits for one of its inputs: another
+// engine's artifact that this engine's reconciler of it is about to
+// replace (see sourceArtifact). Its dependents wait too, with no failure.
+type awaitedError struct{ msg string }
+
+func (e *awaitedError) Error() string { return e.msg }
+
 // errMaterializing means a rebuild is still running.
 var errMaterializing = errors.New("the artifact is still being rebuilt from upstream")
 
@@ -307,6 +314,9 @@ func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *s
 	}
 	sources, done, out, ok := e.generatorSources(ctx, gen, self)
 	if !ok {
+		if out.waiting {
+			return source.Artifact{}, &awaitedError{msg: out.message}
+		}
 		return source.Artifact{}, errors.New(out.message)
 	}
 	defer done()

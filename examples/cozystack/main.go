@@ -83,6 +83,8 @@ type options struct {
 	// record, with -flux-dir, writes the fixtures of what Flux left
 	// (switchover.Record) to this file once it has settled.
 	record string
+	// replicas is how many cozy-aio replicas take over from Flux.
+	replicas int
 }
 
 func main() {
@@ -102,6 +104,7 @@ func main() {
 	flag.IntVar(&o.kustomizations, "kustomizations", 0, "also run this many Kustomizations with prune (eight objects each, from an OCIRepository); Flux's kustomize-controller runs them when -flux-dir has it")
 	flag.IntVar(&o.helmReleases, "helmreleases", 0, "also run this many HelmReleases of a two-ConfigMap chart, 20 per namespace, from an OCIRepository (8 in 10), a HelmRepository of type oci (1 in 10) and an ExternalArtifact (1 in 10)")
 	flag.StringVar(&o.record, "record", "", "with -flux-dir, -helmreleases and -kustomizations: once Flux has settled, write the fixtures of the first 20 HelmReleases and 2 Kustomizations to this file (internal/switchover)")
+	flag.IntVar(&o.replicas, "replicas", 1, "with -flux-dir -switch: how many cozy-aio replicas (leader election, shared Helm shards) take over from Flux")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -332,11 +335,33 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		takeOver := func() (func(), error) {
-			next, _, err := startCozyAIO(popts)
-			if err != nil {
-				return nil, err
+			var procs []*demo.Process
+			stop := func() {
+				for _, p := range procs {
+					p.Stop(30 * time.Second)
+				}
 			}
-			stop := func() { next.Stop(30 * time.Second) }
+			n := 1
+			if !toFlux {
+				n = max(o.replicas, 1)
+			}
+			for i := range n {
+				ro := popts
+				if n > 1 {
+					// Replicas: each its own ID, data directory and
+					// addresses; the first keeps the artifact address.
+					ro.ID, ro.Replica, ro.Health = fmt.Sprintf("cozy-aio-%d", i), true, freePort()
+					if i > 0 {
+						ro.Extra = []string{fmt.Sprintf("--artifact-addr=127.0.0.1:%d", freePort())}
+					}
+				}
+				next, _, err := startCozyAIO(ro)
+				if err != nil {
+					stop()
+					return nil, err
+				}
+				procs = append(procs, next)
+			}
 			if !toFlux {
 				return stop, nil
 			}
@@ -352,6 +377,9 @@ func run(ctx context.Context, o options) error {
 			}, err
 		}
 		to := "cozy-aio with every kind"
+		if o.replicas > 1 {
+			to = fmt.Sprintf("%d cozy-aio replicas with every kind", o.replicas)
+		}
 		if toFlux {
 			to = "Flux's controllers (with cozy-aio as their source-watcher)"
 		}

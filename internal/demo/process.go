@@ -22,6 +22,10 @@ type ProcessOptions struct {
 	Extra []string
 	// Env is added to the process's environment.
 	Env []string
+	// Replica runs it as one of several replicas of ID (--replica-id,
+	// leader election, WorkDir/data/ID, cozy-aio-ID.log) instead of
+	// alone.
+	Replica bool
 }
 
 // Process is one cozy-aio process that can be started, killed with
@@ -39,7 +43,7 @@ type Process struct {
 // runs it.
 func NewProcess(o ProcessOptions) (*Process, error) {
 	r, err := newReplica(replicaOptions{
-		binary: o.Binary, workDir: o.WorkDir, logs: o.Logs, id: o.ID, alone: true,
+		binary: o.Binary, workDir: o.WorkDir, logs: o.Logs, id: o.ID, alone: !o.Replica,
 		server: o.Server, kubeconfig: o.Kubeconfig, health: o.Health,
 		shards: o.Shards, workers: o.Workers, extra: o.Extra,
 	})
