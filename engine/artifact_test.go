@@ -11,6 +11,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -131,6 +132,92 @@ func TestForeignArtifactIsWaitedForNotFailed(t *testing.T) {
 	}
 	for _, e := range events.Items {
 		if e.InvolvedObject.Kind == kustomizev1.KustomizationKind && e.Type == corev1.EventTypeWarning {
+			t.Errorf("Warning Event on %s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
+
+// The same one level down, as on a replica taking over from Flux: a
+// HelmRelease whose ExternalArtifact must be rebuilt (its file is not
+// here) while the generator's input is another server's artifact waits
+// for that input's reconciler here, with no Warning Event, and installs
+// once the input is reconciled and the generator has written its output.
+func TestForeignInputOfARebuildIsWaitedFor(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t)
+	files := map[string]string{}
+	for p, c := range demoChart("1.0.0") {
+		files["demo/"+p] = c
+	}
+	desc, err := reg.PushArtifact(ctx, "packages", "v1", files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEngine(t, engine.Options{})
+	src := &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "packages", Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: "oci://" + reg.Host() + "/packages", Insecure: true, Suspend: true,
+			Interval:  &metav1.Duration{Duration: time.Hour},
+			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
+		},
+	}
+	gen := &swv1beta1.ArtifactGenerator{
+		ObjectMeta: metav1.ObjectMeta{Name: "charts", Namespace: ns},
+		Spec: swv1beta1.ArtifactGeneratorSpec{
+			Sources: []swv1beta1.SourceReference{{Alias: "pkg", Kind: sourcev1.OCIRepositoryKind, Name: "packages"}},
+			OutputArtifacts: []swv1beta1.OutputArtifact{{
+				Name: "demo", Copy: []swv1beta1.CopyOperation{{From: "@pkg/demo/**", To: "@artifact/demo/"}},
+			}},
+		},
+	}
+	ea := &sourcev1.ExternalArtifact{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
+		Spec: sourcev1.ExternalArtifactSpec{SourceRef: &meta.NamespacedObjectKindReference{
+			APIVersion: swv1beta1.GroupVersion.String(), Kind: swv1beta1.ArtifactGeneratorKind, Name: "charts"}},
+	}
+	create(t, src, ea)
+	gone := func(kind string) string {
+		return "http://127.0.0.1:1/" + kind + "/" + ns + "/x/" + strings.Repeat("cd", 32) + ".tar.gz"
+	}
+	src.Status.Artifact = &meta.Artifact{Path: "ocirepository/" + ns + "/packages/x.tar.gz", URL: gone("ocirepository"),
+		Revision: "v1@" + desc.Digest.String(), Digest: "sha256:" + strings.Repeat("cd", 32), LastUpdateTime: metav1.Now()}
+	conditions.MarkTrue(src, meta.ReadyCondition, meta.SucceededReason, "stored artifact")
+	ea.Status.Artifact = &meta.Artifact{Path: "externalartifact/" + ns + "/demo/x.tar.gz", URL: gone("externalartifact"),
+		Revision: "latest@sha256:" + strings.Repeat("ef", 32), Digest: "sha256:" + strings.Repeat("ef", 32), LastUpdateTime: metav1.Now()}
+	conditions.MarkTrue(ea, meta.ReadyCondition, meta.SucceededReason, "stored artifact")
+	for _, o := range []client.Object{src, ea} {
+		if err := cp.Client.Status().Update(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(t, gen)
+	hr := helmRelease(ns, "app", "demo")
+	hr.Spec.ChartRef.Kind = sourcev1.ExternalArtifactKind
+	create(t, hr)
+	waitFor(t, hr, func() bool {
+		c := conditions.Get(hr, meta.ReadyCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == meta.ArtifactFailedReason &&
+			strings.Contains(c.Message, "waiting for the source to be reconciled here")
+	}, "Ready=False, waiting for the generator's input")
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+			return err
+		}
+		src.Spec.Suspend = false
+		return cp.Client.Update(ctx, src)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True once the input is reconciled and the output written")
+	var events corev1.EventList
+	if err := cp.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == helmv2.HelmReleaseKind && e.Type == corev1.EventTypeWarning {
 			t.Errorf("Warning Event on %s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
