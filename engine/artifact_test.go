@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,16 +59,7 @@ func TestMissingSourceRecordsNoWarningOnItsUsers(t *testing.T) {
 	waitFor(t, hr, readyIs(hr, true), "Ready=True once the source exists")
 	waitFor(t, ks, readyIs(ks, true), "Ready=True once the source exists")
 
-	var events corev1.EventList
-	if err := cp.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events.Items {
-		kind := e.InvolvedObject.Kind
-		if (kind == helmv2.HelmReleaseKind || kind == kustomizev1.KustomizationKind) && e.Type == corev1.EventTypeWarning {
-			t.Errorf("Warning Event on %s/%s: %s: %s", kind, e.InvolvedObject.Name, e.Reason, e.Message)
-		}
-	}
+	noWarnings(t, ns, helmv2.HelmReleaseKind, kustomizev1.KustomizationKind)
 }
 
 // A Kustomization whose source's status another server wrote (Flux's
@@ -116,25 +108,9 @@ func TestForeignArtifactIsWaitedForNotFailed(t *testing.T) {
 			strings.Contains(c.Message, "made by another server") && strings.Contains(c.Message, "waiting")
 	}, "Ready=False, waiting for the source to be reconciled here")
 
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
-			return err
-		}
-		src.Spec.Suspend = false
-		return cp.Client.Update(ctx, src)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	resume(t, src)
 	waitFor(t, ks, readyIs(ks, true), "Ready=True once the source is reconciled here")
-	var events corev1.EventList
-	if err := cp.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events.Items {
-		if e.InvolvedObject.Kind == kustomizev1.KustomizationKind && e.Type == corev1.EventTypeWarning {
-			t.Errorf("Warning Event on %s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
-		}
-	}
+	noWarnings(t, ns, kustomizev1.KustomizationKind)
 }
 
 // The same one level down, as on a replica taking over from Flux: a
@@ -202,22 +178,35 @@ func TestForeignInputOfARebuildIsWaitedFor(t *testing.T) {
 			strings.Contains(c.Message, "waiting for the source to be reconciled here")
 	}, "Ready=False, waiting for the generator's input")
 
+	resume(t, src)
+	waitFor(t, hr, readyIs(hr, true), "Ready=True once the input is reconciled and the output written")
+	noWarnings(t, ns, helmv2.HelmReleaseKind)
+}
+
+// resume sets spec.suspend of an OCIRepository to false.
+func resume(t *testing.T, src *sourcev1.OCIRepository) {
+	t.Helper()
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+		if err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(src), src); err != nil {
 			return err
 		}
 		src.Spec.Suspend = false
-		return cp.Client.Update(ctx, src)
+		return cp.Client.Update(context.Background(), src)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, hr, readyIs(hr, true), "Ready=True once the input is reconciled and the output written")
+}
+
+// noWarnings fails the test for each Warning Event on an object of kind
+// in ns.
+func noWarnings(t *testing.T, ns string, kinds ...string) {
+	t.Helper()
 	var events corev1.EventList
-	if err := cp.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+	if err := cp.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
-		if e.InvolvedObject.Kind == helmv2.HelmReleaseKind && e.Type == corev1.EventTypeWarning {
+		if slices.Contains(kinds, e.InvolvedObject.Kind) && e.Type == corev1.EventTypeWarning {
 			t.Errorf("Warning Event on %s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
