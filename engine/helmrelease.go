@@ -268,7 +268,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if err != nil {
 		setReleaseFailed(obj, res, rel, err)
 		if res.Next.Kind == helm.NextStalled {
-			return stalled(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err))
+			return retriesExceeded(obj, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err))
 		}
 		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 		o.requeueAfter = res.Next.After
@@ -286,7 +286,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	switch res.Next.Kind {
 	case helm.NextStalled:
-		return stalled(meta.ReconciliationFailedReason, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next)))
+		return retriesExceeded(obj, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next)))
 	case helm.NextRetry:
 		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
 		o.requeueAfter = res.Next.After
@@ -301,6 +301,29 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		return adoptedOutcome(obj, s)
 	}
 	return releasedOutcome(obj, res, rel)
+}
+
+// retriesExceeded is the outcome of a release out of retries, as
+// helm-controller writes it: Ready=False as its Released condition says
+// (the action that failed, the release, the chart and the cause) and
+// Stalled=True RetriesExceeded "Failed to <action> after <n> attempt(s)".
+// Without a failed Released condition (a status write lost to a crash)
+// Ready says err, which names the cause from the failed record.
+func retriesExceeded(obj *helmv2.HelmRelease, err error) outcome {
+	out := stalled(meta.ReconciliationFailedReason, err)
+	if c := conditions.Get(obj, helmv2.ReleasedCondition); c != nil && c.Status == metav1.ConditionFalse &&
+		(c.Reason == helmv2.InstallFailedReason || c.Reason == helmv2.UpgradeFailedReason) {
+		out.reason, out.message = c.Reason, c.Message
+	}
+	a := obj.Status.LastAttemptedReleaseAction
+	n := obj.Status.InstallFailures
+	if a == helmv2.ReleaseActionUpgrade {
+		n = obj.Status.UpgradeFailures
+	}
+	if a != "" && n > 0 {
+		out.stalledReason, out.stalledMessage = "RetriesExceeded", fmt.Sprintf("Failed to %s after %d attempt(s)", a, n)
+	}
+	return out
 }
 
 // setReleaseFailed sets Released=False as helm-controller does when this

@@ -172,8 +172,10 @@ func TestHelmReleaseBadInputs(t *testing.T) {
 	}{
 		{missingSource, []string{"OCIRepository/" + ns + "/absent", "not found"}},
 		{missingValues, []string{"HelmRelease/" + ns + "/no-values", "ConfigMap " + ns + "/nowhere"}},
-		{badChart, []string{"HelmRelease/" + ns + "/bad-chart", "templates/cm.yaml"}},
-		{rejected, []string{"HelmRelease/" + ns + "/rejected", "rejected_Not_A_DNS_Name"}},
+		// Out of retries, Ready says what helm-controller's says:
+		// "Helm install failed for release <ns>/<name> with chart …".
+		{badChart, []string{ns + "/bad-chart", "templates/cm.yaml"}},
+		{rejected, []string{ns + "/rejected", "rejected_Not_A_DNS_Name"}},
 	} {
 		// Before its source is ready an object may first wait for it; wait
 		// for the failure that is its own.
@@ -186,9 +188,8 @@ func TestHelmReleaseBadInputs(t *testing.T) {
 	requestReconcile(t, badChart)
 	token := badChart.Annotations[meta.ReconcileRequestAnnotation]
 	waitFor(t, badChart, func() bool { return badChart.Status.LastHandledReconcileAt == token }, "lastHandledReconcileAt = requestedAt")
-	if msg := conditions.GetMessage(badChart, meta.ReadyCondition); !strings.Contains(msg, "templates/cm.yaml") ||
-		!strings.Contains(msg, "retries (0) exhausted") {
-		t.Fatalf("a stalled release lost its cause on a later reconcile: Ready says %q", msg)
+	if msg := conditions.GetMessage(badChart, meta.ReadyCondition); !strings.Contains(msg, "templates/cm.yaml") || !outOfRetries(badChart) {
+		t.Fatalf("a stalled release lost its cause on a later reconcile: Ready says %q, Stalled %q", msg, conditions.GetMessage(badChart, meta.StalledCondition))
 	}
 
 	// The process stopped after the failed install was recorded and
@@ -202,7 +203,18 @@ func TestHelmReleaseBadInputs(t *testing.T) {
 	token = rejected.Annotations[meta.ReconcileRequestAnnotation]
 	waitFor(t, rejected, func() bool { return rejected.Status.LastHandledReconcileAt == token }, "lastHandledReconcileAt = requestedAt")
 	if msg := conditions.GetMessage(rejected, meta.ReadyCondition); !strings.Contains(msg, "rejected_Not_A_DNS_Name") ||
-		!strings.Contains(msg, "retries (0) exhausted") || !readyIs(rejected, false)() {
-		t.Fatalf("after a lost status write, a stalled release does not name its cause: Ready says %q", msg)
+		!outOfRetries(rejected) || !readyIs(rejected, false)() {
+		t.Fatalf("after a lost status write, a stalled release does not name its cause: Ready says %q, Stalled %q", msg, conditions.GetMessage(rejected, meta.StalledCondition))
 	}
+}
+
+// outOfRetries tells whether hr is Stalled for want of retries: as
+// helm-controller says it (RetriesExceeded, "Failed to install after 1
+// attempt(s)") once an action failed, or with Ready's reason when the
+// chart did not even render.
+func outOfRetries(hr *helmv2.HelmRelease) bool {
+	c := conditions.Get(hr, meta.StalledCondition)
+	return c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == "RetriesExceeded" && c.Message == "Failed to install after 1 attempt(s)" ||
+			strings.Contains(c.Message, "retries (0) exhausted"))
 }

@@ -32,6 +32,11 @@ type outcome struct {
 	reason, message string
 	// stalled means retrying cannot help until the spec changes.
 	stalled bool
+	// stalledReason and stalledMessage, when set, describe the Stalled
+	// condition where it says something other than Ready (a HelmRelease
+	// out of retries: Ready says what failed, Stalled that it is not tried
+	// again, as helm-controller writes them).
+	stalledReason, stalledMessage string
 	// waiting means the object waits on something else (a dependency, the
 	// network phase) that wakes it; Ready is False and not a failure.
 	waiting bool
@@ -85,7 +90,11 @@ func (e *Engine) finish(ctx context.Context, kind string, obj, orig object, star
 		conditions.MarkTrue(obj, meta.ReadyCondition, out.reason, "%s", out.message)
 	case out.stalled:
 		conditions.MarkFalse(obj, meta.ReadyCondition, out.reason, "%s", out.message)
-		conditions.MarkStalled(obj, out.reason, "%s", out.message)
+		if out.stalledReason != "" {
+			conditions.MarkStalled(obj, out.stalledReason, "%s", out.stalledMessage)
+		} else {
+			conditions.MarkStalled(obj, out.reason, "%s", out.message)
+		}
 	case out.waiting:
 		conditions.MarkFalse(obj, meta.ReadyCondition, out.reason, "%s", out.message)
 		conditions.MarkReconciling(obj, meta.ProgressingReason, "%s", out.message)

@@ -123,7 +123,7 @@ func TestTakeOverFromFluxFixtures(t *testing.T) {
 		return len(pending) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("not answered and Ready: %v", pending)
+		t.Fatalf("not answered and Ready: %v: %v", pending, err)
 	}
 	t.Logf("%d HelmReleases and Kustomizations answered and Ready %.1f s after the engine's start", len(handled), time.Since(start).Seconds())
 

@@ -106,7 +106,12 @@
 //
 // A leftover is marked failed (ActionRecover) and remediated: rolled back
 // to the newest deployed or superseded revision, or uninstalled when there
-// is none. Then the action proceeds. No lock timeout and no person is
+// is none. Then the action proceeds. Another tool's leftover is only
+// marked failed, with helm-controller's description ("Release unlocked
+// from stale 'pending-install' state"), as helm-controller unlocks a
+// release: the action then proceeds from the failed revision (an upgrade
+// when a deployed revision remains), so that a release Flux left pending
+// is taken over as Flux itself would take it up again. No lock timeout and no person is
 // involved. A release with no deployed revision at all ("has no deployed
 // releases") is installed again over its failed history.
 //

@@ -44,7 +44,9 @@ func remedyOptions(s Spec) RollbackOptions {
 // recoverPending finds a pending latest revision. When its holder is dead
 // it marks the revision failed and remediates it: a rollback to the last
 // deployed (or superseded) revision, or an uninstall when there is none.
-// When the holder is alive it returns a *HeldError.
+// A revision with no holder (another tool's) is only marked failed, as
+// helm-controller unlocks one. When the holder is alive it returns a
+// *HeldError.
 func (s *session) recoverPending(o RollbackOptions) ([]Result, error) {
 	h, err := s.history()
 	if err != nil {
@@ -59,6 +61,17 @@ func (s *session) recoverPending(o RollbackOptions) ([]Result, error) {
 		return nil, wrap(s.rel, ActionRecover, &HeldError{Holder: holder, Status: statusOf(latest).String()})
 	}
 	was := statusOf(latest)
+	if holder.ID == "" {
+		// Another tool's leftover (Flux's helm-controller, the helm CLI):
+		// unlocked as helm-controller unlocks it, with its description and
+		// no remedy; the action then proceeds from the failed revision as
+		// helm-controller's would (no failure counted for it).
+		latest.SetStatus(rcommon.StatusFailed, fmt.Sprintf("Release unlocked from stale '%s' state", was))
+		if err := s.step(ActionRecover, func() error { return s.cfg.Releases.Update(latest) }); err != nil {
+			return nil, err
+		}
+		return []Result{resultOf(ActionRecover, latest)}, nil
+	}
 	latest.SetStatus(rcommon.StatusFailed, fmt.Sprintf("%s recovered: holder %s is gone", was, holder))
 	if err := s.step(ActionRecover, func() error { return s.cfg.Releases.Update(latest) }); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package helm_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -41,6 +42,9 @@ func leavePending(t *testing.T, ns, name string, rev int, st rcommon.Status, h h
 	rel.Info, rel.Version = &info, rev
 	rel.Config = map[string]any{"message": "half-applied"}
 	rel.Labels = map[string]string{helm.LabelHolder: h.ID, helm.LabelHolderStart: strconv.FormatInt(h.Start.UnixNano(), 10)}
+	if h == (helm.Holder{}) {
+		rel.Labels = nil // another tool's revision: no holder
+	}
 	if h.Claim != "" {
 		rel.Labels[helm.LabelHolderClaim] = h.Claim
 	}
@@ -190,4 +194,66 @@ func TestPendingInstallAndNoDeployedReleaseAreRecovered(t *testing.T) {
 			t.Fatalf("%s: message %q", st, msg)
 		}
 	}
+}
+
+// TestPendingOfAnotherToolIsUnlockedAsHelmControllerDoes: a revision left
+// pending by another tool (no holder: Flux's helm-controller stopped in the
+// middle of an action) is marked failed with helm-controller's
+// description and not remedied; the action then proceeds as
+// helm-controller's would: an upgrade over the failed revision when a
+// deployed one remains (no rollback first), an install over it when none
+// does (no uninstall first, so the pending revision's record stays).
+func TestPendingOfAnotherToolIsUnlockedAsHelmControllerDoes(t *testing.T) {
+	ctx := testContext(t)
+	ns := cp.Namespace(t)
+	m := newManager(t, helm.Options{Holder: helm.Holder{ID: "engine-0", Start: time.Now()}})
+	opts := helm.ReconcileOptions{Spec: helm.Spec{Chart: ociChart("demo"), Values: []map[string]any{values("message", "before")}}}
+	steps := func(out helm.Outcome) []helm.Action {
+		var a []helm.Action
+		for _, s := range out.Steps {
+			a = append(a, s.Action)
+		}
+		return a
+	}
+	unlocked := func(name string, rev int, was string) {
+		t.Helper()
+		r, err := helmStorage(t, ns).Get(name, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := r.(*releasev1.Release).Info
+		if want := "Release unlocked from stale '" + was + "' state"; info.Status != rcommon.StatusFailed || info.Description != want {
+			t.Fatalf("%s v%d: %s %q, want failed %q", name, rev, info.Status, info.Description, want)
+		}
+	}
+
+	rel := helm.Release{Name: "flux-upgrade", Namespace: ns}
+	if _, err := m.Reconcile(ctx, rel, opts, helm.State{}); err != nil {
+		t.Fatal(err)
+	}
+	leavePending(t, ns, rel.Name, 2, rcommon.StatusPendingUpgrade, helm.Holder{})
+	opts.Values = []map[string]any{values("message", "after")}
+	out, err := m.Reconcile(ctx, rel, opts, helm.State{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := steps(out); !slices.Equal(got, []helm.Action{helm.ActionRecover, helm.ActionUpgrade}) || out.Release.Revision != 3 || out.Release.Status != "deployed" {
+		t.Fatalf("steps %v, release %+v; want recover and upgrade to a deployed revision 3", got, out.Release)
+	}
+	unlocked(rel.Name, 2, "pending-upgrade")
+
+	rel = helm.Release{Name: "flux-install", Namespace: ns}
+	pending := &releasev1.Release{Name: rel.Name, Namespace: ns, Version: 1,
+		Info: &releasev1.Info{Status: rcommon.StatusPendingInstall, FirstDeployed: time.Now(), LastDeployed: time.Now()}}
+	if err := helmStorage(t, ns).Create(pending); err != nil {
+		t.Fatal(err)
+	}
+	out, err = m.Reconcile(ctx, rel, opts, helm.State{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := steps(out); !slices.Equal(got, []helm.Action{helm.ActionRecover, helm.ActionInstall}) || out.Release.Revision != 2 || out.Release.Status != "deployed" {
+		t.Fatalf("steps %v, release %+v; want recover and install of a deployed revision 2", got, out.Release)
+	}
+	unlocked(rel.Name, 1, "pending-install")
 }

@@ -54,6 +54,41 @@ func record(ctx context.Context, cfg *rest.Config, path, command string) error {
 	return switchover.Record(ctx, c, f, switchover.ReleasesPerNS, 2)
 }
 
+// createTroubled pushes the troubled chart and creates the troubled
+// releases (switchover.CreateTroubled).
+func createTroubled(ctx context.Context, cfg *rest.Config, reg *testenv.Registry) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	if err := switchover.PushTroubled(ctx, reg); err != nil {
+		return err
+	}
+	return switchover.CreateTroubled(ctx, c, switchover.Options{Host: reg.Host()})
+}
+
+// trouble brings the troubled releases to their states
+// (switchover.Trouble) and, given a path, writes their fixtures there.
+func trouble(ctx context.Context, cfg *rest.Config, path, command string) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	if err := switchover.Trouble(ctx, c, 5*time.Minute); err != nil {
+		return err
+	}
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "# Recorded by examples/cozystack with Flux's controllers (make switch-over builds them):\n#   %s\n", command)
+	return switchover.RecordTroubled(ctx, c, f)
+}
+
 // waitKustomizations waits until every Kustomization is Ready.
 func waitKustomizations(ctx context.Context, dyn dynamic.Interface, timeout time.Duration, say func(string, ...any)) error {
 	var notReady []string

@@ -45,6 +45,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/cozy-aio/internal/demo"
@@ -85,9 +89,18 @@ type options struct {
 	record string
 	// replicas is how many cozy-aio replicas take over from Flux.
 	replicas int
+	// troubled also runs the troubled releases (switchover.CreateTroubled):
+	// one whose install failed, one whose upgrade failed, one left
+	// pending-install by the switch.
+	troubled bool
+	// recordTroubled, with -troubled and -flux-dir, writes their fixtures
+	// (switchover.RecordTroubled) to this file.
+	recordTroubled string
 }
 
 func main() {
+	// The harness's controller-runtime clients log nothing.
+	ctrllog.SetLogger(logr.Discard())
 	var o options
 	flag.StringVar(&o.packages, "packages", os.Getenv("COZYSTACK_PACKAGES"), "Cozystack's packages/ directory (COZYSTACK_PACKAGES)")
 	flag.StringVar(&o.operator, "operator", os.Getenv("COZYSTACK_OPERATOR"), "the cozystack-operator binary built from the same checkout (COZYSTACK_OPERATOR)")
@@ -105,6 +118,8 @@ func main() {
 	flag.IntVar(&o.helmReleases, "helmreleases", 0, "also run this many HelmReleases of a two-ConfigMap chart, 20 per namespace, from an OCIRepository (8 in 10), a HelmRepository of type oci (1 in 10) and an ExternalArtifact (1 in 10)")
 	flag.StringVar(&o.record, "record", "", "with -flux-dir, -helmreleases and -kustomizations: once Flux has settled, write the fixtures of the first 20 HelmReleases and 2 Kustomizations to this file (internal/switchover)")
 	flag.IntVar(&o.replicas, "replicas", 1, "with -flux-dir -switch: how many cozy-aio replicas (leader election, shared Helm shards) take over from Flux")
+	flag.BoolVar(&o.troubled, "troubled", false, "also run three troubled HelmReleases in "+switchover.TroubledNamespace+": one whose install fails, one whose upgrade fails, one whose install waits 30 minutes (pending-install when the engine stops)")
+	flag.StringVar(&o.recordTroubled, "record-troubled", "", "with -troubled and -flux-dir: once they are in their states, write the fixtures of the troubled HelmReleases to this file")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -249,6 +264,12 @@ func run(ctx context.Context, o options) error {
 		}
 		say("%d HelmReleases created in %s*, %d Kustomizations in %s", o.helmReleases, switchover.ReleasesPrefix, o.kustomizations, switchover.AppsNamespace)
 	}
+	if o.troubled {
+		if err := createTroubled(ctx, cluster.Config, reg); err != nil {
+			return err
+		}
+		say("3 troubled HelmReleases created in %s", switchover.TroubledNamespace)
+	}
 
 	// The run ends when every HelmRelease is Ready, or when the Ready
 	// set has not changed for -settle: a release that fails the same way
@@ -305,6 +326,12 @@ func run(ctx context.Context, o options) error {
 	}
 	say("%s %.1f s after the Package (%.1f s after cozy-aio's start)",
 		what, lastChange.Sub(applied).Seconds(), lastChange.Sub(start).Seconds())
+	if o.troubled {
+		if err := trouble(ctx, cluster.Config, o.recordTroubled, strings.Join(os.Args, " ")); err != nil {
+			return err
+		}
+		say("troubled releases in their states%s", map[bool]string{true: ", fixtures written to " + o.recordTroubled}[o.recordTroubled != ""])
+	}
 	if o.record != "" {
 		if err := record(ctx, cluster.Config, o.record, strings.Join(os.Args, " ")); err != nil {
 			return fmt.Errorf("recording the fixtures: %w", err)
@@ -383,7 +410,7 @@ func run(ctx context.Context, o options) error {
 		if toFlux {
 			to = "Flux's controllers (with cozy-aio as their source-watcher)"
 		}
-		if err := switchOver(ctx, cs, dyn, to, takeOver, say); err != nil {
+		if err := switchOver(ctx, cluster.Config, cs, dyn, to, takeOver, say); err != nil {
 			return err
 		}
 	}
@@ -471,7 +498,7 @@ func startCozyAIO(popts demo.ProcessOptions) (*demo.Process, time.Time, error) {
 // for a reconcile and waits until each has answered it, then reports the
 // new Helm revisions and the objects written, which a switch must leave
 // at none.
-func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, to string, takeOver func() (stop func(), err error), say func(string, ...any)) error {
+func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Interface, dyn dynamic.Interface, to string, takeOver func() (stop func(), err error), say func(string, ...any)) error {
 	before, err := releaseRecords(ctx, cs)
 	if err != nil {
 		return err
@@ -509,6 +536,11 @@ func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 				return false, nil
 			}
 			for _, u := range list.Items {
+				if u.GetNamespace() == switchover.TroubledNamespace && u.GetName() == switchover.PendingInstall {
+					// Its action waits 30 minutes for a Deployment, under
+					// either engine: it answers when that ends.
+					continue
+				}
 				if h, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt"); h != token {
 					pending = append(pending, u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName())
 				}
@@ -545,6 +577,13 @@ func switchOver(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 		}
 	}
 	say("switch: %d of %d releases with new Helm revisions: %s", len(revised), len(after), strings.Join(revised, ", "))
+	if c, err := client.New(restConfig, client.Options{}); err == nil {
+		for _, name := range []string{switchover.InstallFailed, switchover.UpgradeFailed, switchover.PendingInstall} {
+			if st, err := switchover.ReleaseStatuses(ctx, c, switchover.TroubledNamespace, name); err == nil && st != "" {
+				say("switch: troubled %s: records %s", name, st)
+			}
+		}
+	}
 	say("switch: %d objects watched %v, rewritten by applier and kind: %v, deleted: %v", len(objects), watchedBy, written, deleted)
 	report(ctx, cs, dyn, say)
 	return nil

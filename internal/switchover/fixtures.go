@@ -53,8 +53,6 @@ var applied = []schema.GroupVersionKind{
 // HelmCharts generated, and the HelmReleases and Kustomizations with their
 // status.
 func Record(ctx context.Context, c client.Reader, w io.Writer, releases, kustomizations int) error {
-	var out []*unstructured.Unstructured
-	ns := NamespaceOf(0)
 	var hrs, kss []string
 	for i := range min(releases, ReleasesPerNS) {
 		hrs = append(hrs, fmt.Sprintf("app-%d", i))
@@ -62,6 +60,13 @@ func Record(ctx context.Context, c client.Reader, w io.Writer, releases, kustomi
 	for i := range kustomizations {
 		kss = append(kss, fmt.Sprintf("app-%d", i))
 	}
+	return record(ctx, c, w, NamespaceOf(0), hrs, AppsNamespace, kss)
+}
+
+// record writes the HelmReleases hrs of namespace hrNS and the
+// Kustomizations kss of ksNS, with what they left (Record).
+func record(ctx context.Context, c client.Reader, w io.Writer, hrNS string, hrs []string, ksNS string, kss []string) error {
+	var out []*unstructured.Unstructured
 	list := func(gvk schema.GroupVersionKind, namespace string, keep func(u *unstructured.Unstructured) bool) error {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -78,27 +83,31 @@ func Record(ctx context.Context, c client.Reader, w io.Writer, releases, kustomi
 	in := func(names []string, key string) func(u *unstructured.Unstructured) bool {
 		return func(u *unstructured.Unstructured) bool { return slices.Contains(names, u.GetLabels()[key]) }
 	}
-	if err := list(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, ns, func(u *unstructured.Unstructured) bool {
+	if err := list(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, hrNS, func(u *unstructured.Unstructured) bool {
 		return u.GetLabels()["owner"] == "helm" && slices.Contains(hrs, u.GetLabels()["name"])
 	}); err != nil {
 		return err
 	}
 	for _, gvk := range applied {
-		if err := list(gvk, ns, in(hrs, "app.kubernetes.io/instance")); err != nil {
+		if err := list(gvk, hrNS, in(hrs, "app.kubernetes.io/instance")); err != nil {
 			return err
 		}
-		if err := list(gvk, AppsNamespace, in(kss, "kustomize.toolkit.fluxcd.io/name")); err != nil {
-			return err
+		if len(kss) > 0 {
+			if err := list(gvk, ksNS, in(kss, "kustomize.toolkit.fluxcd.io/name")); err != nil {
+				return err
+			}
 		}
 	}
-	if err := list(units[0], ns, in(hrs, "helm.toolkit.fluxcd.io/name")); err != nil {
+	if err := list(units[0], hrNS, in(hrs, "helm.toolkit.fluxcd.io/name")); err != nil {
 		return err
 	}
-	if err := list(units[1], ns, func(u *unstructured.Unstructured) bool { return slices.Contains(hrs, u.GetName()) }); err != nil {
+	if err := list(units[1], hrNS, func(u *unstructured.Unstructured) bool { return slices.Contains(hrs, u.GetName()) }); err != nil {
 		return err
 	}
-	if err := list(units[2], AppsNamespace, func(u *unstructured.Unstructured) bool { return slices.Contains(kss, u.GetName()) }); err != nil {
-		return err
+	if len(kss) > 0 {
+		if err := list(units[2], ksNS, func(u *unstructured.Unstructured) bool { return slices.Contains(kss, u.GetName()) }); err != nil {
+			return err
+		}
 	}
 	for _, u := range out {
 		clean(u)
@@ -171,7 +180,7 @@ func Load(ctx context.Context, c client.Client, r io.Reader) (Loaded, error) {
 		case slices.Contains(units, u.GroupVersionKind()):
 			status := u.Object["status"]
 			delete(u.Object, "status")
-			if err := c.Create(ctx, u); err != nil {
+			if err := createAtGeneration(ctx, c, u, recordedGeneration(status)); err != nil {
 				return out, fmt.Errorf("creating %s: %w", ref, err)
 			}
 			if status != nil {
@@ -199,6 +208,56 @@ func Load(ctx context.Context, c client.Client, r io.Reader) (Loaded, error) {
 		}
 	}
 	return out, nil
+}
+
+// recordedGeneration is the generation a recorded status observed: its
+// observedGeneration or lastAttemptedGeneration, whichever is higher.
+func recordedGeneration(status any) int64 {
+	st, _ := status.(map[string]any)
+	var g int64
+	for _, f := range []string{"observedGeneration", "lastAttemptedGeneration"} {
+		switch v := st[f].(type) { // YAML through JSON: float64
+		case float64:
+			g = max(g, int64(v))
+		case int64:
+			g = max(g, v)
+		}
+	}
+	return g
+}
+
+// createAtGeneration creates u so that its generation is g (at least 1),
+// as it was when its status was recorded: the engines compare the
+// generation with what their status observed (a new generation resets
+// helm-controller's failure counts). The spec is written g-1 times, each
+// time with another interval, the last time as recorded.
+func createAtGeneration(ctx context.Context, c client.Client, u *unstructured.Unstructured, g int64) error {
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	if g <= 1 || spec == nil {
+		return c.Create(ctx, u)
+	}
+	for i := int64(1); i <= g; i++ {
+		if i < g {
+			if err := unstructured.SetNestedField(u.Object, fmt.Sprintf("%dh", 100+i), "spec", "interval"); err != nil {
+				return err
+			}
+		} else {
+			u.Object["spec"] = spec
+		}
+		var err error
+		if i == 1 {
+			err = c.Create(ctx, u)
+		} else {
+			err = c.Update(ctx, u)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if u.GetGeneration() != g {
+		return fmt.Errorf("generation %d, want %d", u.GetGeneration(), g)
+	}
+	return nil
 }
 
 // Versions maps each object to its resourceVersion, by kind, namespace

@@ -1,0 +1,170 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/switchover"
+	"github.com/cozystack/cozy-aio/internal/testenv"
+)
+
+// troubledFixtures were recorded as fluxFixtures were, with -troubled:
+// what Flux's helm-controller left of a release whose install failed, one
+// whose upgrade failed (both out of retries, Stalled), and one it was
+// installing when it stopped (revision 1 pending-install).
+const troubledFixtures = "testdata/switchover/flux-2.9-troubled.yaml"
+
+// TestTakeOverTroubledReleasesFromFluxFixtures: cozy-aio takes the
+// troubled releases up where helm-controller would on its restart. The
+// failed ones stay as they are (no new revision, no record written,
+// Ready=False and Stalled=True RetriesExceeded as Flux wrote them); the
+// pending one is unlocked as helm-controller unlocks it (revision 1 failed,
+// "Release unlocked from stale 'pending-install' state", not uninstalled)
+// and then released again as revision 2, which its Deployment's
+// readiness completes.
+func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
+	ctx := context.Background()
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	if err := switchover.PushTroubled(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(troubledFixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	loaded, err := switchover.Load(ctx, cp.Client, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := switchover.Options{Host: reg.Host(), Insecure: true}
+	if err := cp.Client.Create(ctx, o.TroubledSource()); err != nil {
+		t.Fatal(err)
+	}
+	ns := switchover.TroubledNamespace
+	records := func() map[string]string {
+		var l corev1.SecretList
+		if err := cp.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, s := range l.Items {
+			out[s.Name] = s.Labels["status"] + "@" + s.ResourceVersion
+		}
+		return out
+	}
+	before := records()
+	if len(before) != 4 {
+		t.Fatalf("the fixtures hold %d release records, want 4: %v", len(before), before)
+	}
+
+	startEngine(t, engine.Options{})
+	token := time.Now().Format(time.RFC3339Nano)
+	failed := []string{switchover.InstallFailed, switchover.UpgradeFailed}
+	for _, u := range loaded.Units {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, token)
+		if err := cp.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(name string) *unstructured.Unstructured {
+		u := switchover.TroubledRelease(name)
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	var pending string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, name := range failed {
+			if at, _, _ := unstructured.NestedString(get(name).Object, "status", "lastHandledReconcileAt"); at != token {
+				pending = name + " has not answered"
+				return false, nil
+			}
+		}
+		st, err := switchover.ReleaseStatuses(ctx, cp.Client, ns, switchover.PendingInstall)
+		pending = switchover.PendingInstall + " " + st
+		if err == nil && st == "1:failed,2:pending-install" {
+			// The install waits for its Deployment: no kubelet runs
+			// here, so its status says it is available.
+			err = deploymentAvailable(ctx, ns, switchover.PendingInstall)
+		}
+		return err == nil && st == "1:failed,2:deployed", err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", pending, err)
+	}
+
+	after := records()
+	for _, name := range failed {
+		for k, v := range before {
+			if strings.HasPrefix(k, "sh.helm.release.v1."+name+".") && after[k] != v {
+				t.Errorf("%s: record %s %s → %s", name, k, v, after[k])
+			}
+		}
+		hr := get(name)
+		ready, msg := readyOf(hr)
+		stalled, reason := condition(hr, meta.StalledCondition)
+		if ready != "False" || stalled != "True" || reason != "RetriesExceeded" {
+			t.Errorf("%s: Ready %s (%s), Stalled %s %s; want Ready=False and Stalled=True RetriesExceeded, as Flux left it", name, ready, msg, stalled, reason)
+		}
+	}
+	if n := len(after); n != 5 {
+		t.Errorf("%d release records, want 5 (revision 2 of %s added): %v", n, switchover.PendingInstall, after)
+	}
+	rel := releaseRecord(t, ns, switchover.PendingInstall, 1)
+	if want := "Release unlocked from stale 'pending-install' state"; rel.Info.Status.String() != "failed" || rel.Info.Description != want {
+		t.Errorf("%s v1: %s %q, want failed %q", switchover.PendingInstall, rel.Info.Status, rel.Info.Description, want)
+	}
+}
+
+// deploymentAvailable writes a status that says Deployment ns/name is
+// available, as the deployment controller would once its Pods run.
+func deploymentAvailable(ctx context.Context, ns, name string) error {
+	d := &appsv1.Deployment{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		return err
+	}
+	n := int32(1)
+	if d.Spec.Replicas != nil {
+		n = *d.Spec.Replicas
+	}
+	now := metav1.Now()
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
+		}}
+	return cp.Client.Status().Update(ctx, d)
+}
+
+// condition is the status and reason of u's condition typ.
+func condition(u *unstructured.Unstructured, typ string) (status, reason string) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == typ {
+			s, _ := m["status"].(string)
+			r, _ := m["reason"].(string)
+			return s, r
+		}
+	}
+	return "", ""
+}
