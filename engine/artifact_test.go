@@ -78,35 +78,15 @@ func TestForeignArtifactIsWaitedForNotFailed(t *testing.T) {
 	startEngine(t, engine.Options{})
 	// Suspended, so that its reconciler here leaves the status alone
 	// until it is resumed.
-	src := &sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "manifests", Namespace: ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL: "oci://" + reg.Host() + "/manifests/app", Insecure: true, Suspend: true,
-			Interval:  &metav1.Duration{Duration: time.Hour},
-			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
-		},
-	}
+	src := suspendedOCIRepository(ns, "manifests", "oci://"+reg.Host()+"/manifests/app")
 	create(t, src)
 	// The revision upstream has, archived by another server: the
 	// digest is not that of cozy-aio's archive of it.
-	rev := "v1@" + desc.Digest.String()
-	gone := "http://127.0.0.1:1/ocirepository/" + ns + "/manifests/" + strings.Repeat("cd", 32) + ".tar.gz"
-	src.Status.Artifact = &meta.Artifact{
-		Path: "ocirepository/" + ns + "/manifests/" + strings.Repeat("cd", 32) + ".tar.gz", URL: gone,
-		Revision: rev, Digest: "sha256:" + strings.Repeat("cd", 32), LastUpdateTime: metav1.Now(),
-	}
-	conditions.MarkTrue(src, meta.ReadyCondition, meta.SucceededReason, "stored artifact for digest '%s'", rev)
-	if err := cp.Client.Status().Update(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	foreignArtifact(t, src, "v1@"+desc.Digest.String(), "cd")
 	ks := kustomization(ns, "apps", "manifests", "./")
 	ks.Spec.SourceRef.Kind = sourcev1.OCIRepositoryKind
 	create(t, ks)
-	waitFor(t, ks, func() bool {
-		c := conditions.Get(ks, meta.ReadyCondition)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == meta.ArtifactFailedReason &&
-			strings.Contains(c.Message, "made by another server") && strings.Contains(c.Message, "waiting")
-	}, "Ready=False, waiting for the source to be reconciled here")
+	waitFor(t, ks, waitsForSource(ks, "made by another server"), "Ready=False, waiting for the source to be reconciled here")
 
 	resume(t, src)
 	waitFor(t, ks, readyIs(ks, true), "Ready=True once the source is reconciled here")
@@ -131,14 +111,7 @@ func TestForeignInputOfARebuildIsWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	startEngine(t, engine.Options{})
-	src := &sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "packages", Namespace: ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL: "oci://" + reg.Host() + "/packages", Insecure: true, Suspend: true,
-			Interval:  &metav1.Duration{Duration: time.Hour},
-			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
-		},
-	}
+	src := suspendedOCIRepository(ns, "packages", "oci://"+reg.Host()+"/packages")
 	gen := &swv1beta1.ArtifactGenerator{
 		ObjectMeta: metav1.ObjectMeta{Name: "charts", Namespace: ns},
 		Spec: swv1beta1.ArtifactGeneratorSpec{
@@ -154,33 +127,66 @@ func TestForeignInputOfARebuildIsWaitedFor(t *testing.T) {
 			APIVersion: swv1beta1.GroupVersion.String(), Kind: swv1beta1.ArtifactGeneratorKind, Name: "charts"}},
 	}
 	create(t, src, ea)
-	gone := func(kind string) string {
-		return "http://127.0.0.1:1/" + kind + "/" + ns + "/x/" + strings.Repeat("cd", 32) + ".tar.gz"
-	}
-	src.Status.Artifact = &meta.Artifact{Path: "ocirepository/" + ns + "/packages/x.tar.gz", URL: gone("ocirepository"),
-		Revision: "v1@" + desc.Digest.String(), Digest: "sha256:" + strings.Repeat("cd", 32), LastUpdateTime: metav1.Now()}
-	conditions.MarkTrue(src, meta.ReadyCondition, meta.SucceededReason, "stored artifact")
-	ea.Status.Artifact = &meta.Artifact{Path: "externalartifact/" + ns + "/demo/x.tar.gz", URL: gone("externalartifact"),
-		Revision: "latest@sha256:" + strings.Repeat("ef", 32), Digest: "sha256:" + strings.Repeat("ef", 32), LastUpdateTime: metav1.Now()}
-	conditions.MarkTrue(ea, meta.ReadyCondition, meta.SucceededReason, "stored artifact")
-	for _, o := range []client.Object{src, ea} {
-		if err := cp.Client.Status().Update(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	foreignArtifact(t, src, "v1@"+desc.Digest.String(), "cd")
+	foreignArtifact(t, ea, "latest@sha256:"+strings.Repeat("ef", 32), "ef")
 	create(t, gen)
 	hr := helmRelease(ns, "app", "demo")
 	hr.Spec.ChartRef.Kind = sourcev1.ExternalArtifactKind
 	create(t, hr)
-	waitFor(t, hr, func() bool {
-		c := conditions.Get(hr, meta.ReadyCondition)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == meta.ArtifactFailedReason &&
-			strings.Contains(c.Message, "waiting for the source to be reconciled here")
-	}, "Ready=False, waiting for the generator's input")
+	waitFor(t, hr, waitsForSource(hr, "waiting for the source to be reconciled here"), "Ready=False, waiting for the generator's input")
 
 	resume(t, src)
 	waitFor(t, hr, readyIs(hr, true), "Ready=True once the input is reconciled and the output written")
 	noWarnings(t, ns, helmv2.HelmReleaseKind)
+}
+
+// suspendedOCIRepository is OCIRepository ns/name of tag v1 at url
+// (plain HTTP), suspended, so that its reconciler here leaves its status
+// alone until it is resumed.
+func suspendedOCIRepository(ns, name, url string) *sourcev1.OCIRepository {
+	return &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: url, Insecure: true, Suspend: true,
+			Interval:  &metav1.Duration{Duration: time.Hour},
+			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
+		},
+	}
+}
+
+// foreignArtifact writes obj's status as another server left it: Ready,
+// with an artifact of revision rev whose URL no server here serves and
+// whose digest (hex repeated) is not that of cozy-aio's archive.
+func foreignArtifact(t *testing.T, obj interface {
+	client.Object
+	conditions.Setter
+}, rev, hex string) {
+	t.Helper()
+	file := strings.Repeat(hex, 32) + ".tar.gz"
+	a := &meta.Artifact{Revision: rev, Digest: "sha256:" + strings.Repeat(hex, 32), LastUpdateTime: metav1.Now()}
+	switch o := obj.(type) {
+	case *sourcev1.OCIRepository:
+		a.Path, o.Status.Artifact = "ocirepository/"+o.Namespace+"/"+o.Name+"/"+file, a
+	case *sourcev1.ExternalArtifact:
+		a.Path, o.Status.Artifact = "externalartifact/"+o.Namespace+"/"+o.Name+"/"+file, a
+	default:
+		t.Fatalf("foreignArtifact: %T", obj)
+	}
+	a.URL = "http://127.0.0.1:1/" + a.Path
+	conditions.MarkTrue(obj, meta.ReadyCondition, meta.SucceededReason, "stored artifact for revision '%s'", rev)
+	if err := cp.Client.Status().Update(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitsForSource tells whether obj is Ready=False ArtifactFailed saying
+// says, as a consumer waiting for its source's reconciler here.
+func waitsForSource(obj conditions.Getter, says string) func() bool {
+	return func() bool {
+		c := conditions.Get(obj, meta.ReadyCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == meta.ArtifactFailedReason &&
+			strings.Contains(c.Message, says) && strings.Contains(c.Message, "waiting")
+	}
 }
 
 // resume sets spec.suspend of an OCIRepository to false.

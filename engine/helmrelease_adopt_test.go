@@ -42,28 +42,12 @@ import (
 func TestHelmReleaseInstalledByHelmControllerIsAdoptedWithoutUpgrade(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	files := demoChart("1.0.0")
-	reg := chartRegistry(t)
-	desc, err := reg.PushChart(ctx, "charts/demo", files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	revision := "1.0.0@" + desc.Digest.String()
-	version, ociDigest, err := helm.ChartVersionWithDigest("1.0.0", revision)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := pushDemoChart(t)
+	files, version, ociDigest := d.files, d.version, d.ociDigest
 	values := map[string]any{"color": "green"}
 	rel := installAsHelmController(t, ns, "app", files, version, values)
 
-	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
-	hr := helmRelease(ns, "app", "demo")
-	hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"color":"green"}`)}
-	for _, o := range []client.Object{src, hr} {
-		if err := cp.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	src, hr := d.createGreenRelease(t, ns)
 	hr.Status = helmControllerStatus(hr, rel, ociDigest, values)
 	if err := cp.Client.Status().Update(ctx, hr); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // A release cozy-aio installs or upgrades from an OCIRepository is one
@@ -35,30 +36,14 @@ import (
 func TestHelmReleaseWritesWhatHelmControllerWrites(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	files := demoChart("1.0.0")
-	reg := chartRegistry(t)
-	desc, err := reg.PushChart(ctx, "charts/demo", files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	revision := "1.0.0@" + desc.Digest.String()
-	version, ociDigest, err := helm.ChartVersionWithDigest("1.0.0", revision)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := pushDemoChart(t)
+	files, revision, version, ociDigest := d.files, d.revision, d.version, d.ociDigest
 	if !regexp.MustCompile(`^1\.0\.0\+[0-9a-f]{12}$`).MatchString(version) {
 		t.Fatalf("chart version %q", version)
 	}
 	chart := chartMetadata(t, files)
 	startEngine(t, engine.Options{})
-	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
-	hr := helmRelease(ns, "app", "demo")
-	hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"color":"green"}`)}
-	for _, o := range []client.Object{src, hr} {
-		if err := cp.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, hr := d.createGreenRelease(t, ns)
 	waitFor(t, hr, func() bool { return conditions.IsReady(hr) && len(hr.Status.History) > 0 }, "installed")
 	green := map[string]any{"color": "green"}
 	s := hr.Status.History[0]
@@ -166,6 +151,44 @@ func TestHelmReleaseChartVersionNotTheTag(t *testing.T) {
 	if n := len(releaseSecrets(t, ns, "app")); n != 0 {
 		t.Fatalf("%d release records, want none", n)
 	}
+}
+
+// demoChartPushed is demoChart("1.0.0") pushed to a registry of its own
+// as charts/demo, with the chart version and OCI digest helm-controller
+// records for its artifact.
+type demoChartPushed struct {
+	reg                          *testenv.Registry
+	files                        map[string]string
+	revision, version, ociDigest string
+}
+
+func pushDemoChart(t *testing.T) demoChartPushed {
+	t.Helper()
+	d := demoChartPushed{files: demoChart("1.0.0"), reg: chartRegistry(t)}
+	desc, err := d.reg.PushChart(context.Background(), "charts/demo", d.files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.revision = "1.0.0@" + desc.Digest.String()
+	if d.version, d.ociDigest, err = helm.ChartVersionWithDigest("1.0.0", d.revision); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// createGreenRelease creates, in ns, the OCIRepository demo of the
+// pushed chart and the HelmRelease app of it with values color: green.
+func (d demoChartPushed) createGreenRelease(t *testing.T, ns string) (*sourcev1.OCIRepository, *helmv2.HelmRelease) {
+	t.Helper()
+	src := chartSource(ns, "demo", d.reg.Host(), "1.0.0")
+	hr := helmRelease(ns, "app", "demo")
+	hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"color":"green"}`)}
+	for _, o := range []client.Object{src, hr} {
+		if err := cp.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src, hr
 }
 
 func checkSnapshot(t *testing.T, s *helmv2.Snapshot, version int, status string, action helmv2.ReleaseAction, chartVersion, ociDigest string, values map[string]any) {

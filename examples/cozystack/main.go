@@ -565,6 +565,7 @@ func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Inte
 	}
 	sort.Strings(revised)
 	written, deleted, watchedBy := map[string]int{}, map[string]int{}, map[string]int{}
+	var rewritten []string
 	now := objectVersions(ctx, dyn)
 	for k, v := range objects {
 		kind := k[:strings.Index(k, "/")]
@@ -574,7 +575,12 @@ func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Inte
 			deleted[kind]++
 		case n != v:
 			written[kind]++
+			rewritten = append(rewritten, k)
 		}
+	}
+	if len(rewritten) > 0 && len(rewritten) <= 10 {
+		sort.Strings(rewritten)
+		say("switch: rewritten: %s", strings.Join(rewritten, ", "))
 	}
 	say("switch: %d of %d releases with new Helm revisions: %s", len(revised), len(after), strings.Join(revised, ", "))
 	if c, err := client.New(restConfig, client.Options{}); err == nil {
