@@ -82,13 +82,18 @@ func (in *interner) helmRelease(hr *helmv2.HelmRelease) {
 		str(in, &r.Namespace)
 	}
 	if c := s.Chart; c != nil {
+		str(in, &c.Kind)
 		str(in, &c.Spec.Chart)
 		str(in, &c.Spec.Version)
 		str(in, &c.Spec.ReconcileStrategy)
-		str(in, &c.Spec.SourceRef.APIVersion)
-		str(in, &c.Spec.SourceRef.Kind)
-		str(in, &c.Spec.SourceRef.Name)
-		str(in, &c.Spec.SourceRef.Namespace)
+		str(in, &c.Spec.URL)
+		// A template of kind OCIRepository (Flux 2.10) has no sourceRef.
+		if r := c.Spec.SourceRef; r != nil {
+			str(in, &r.APIVersion)
+			str(in, &r.Kind)
+			str(in, &r.Name)
+			str(in, &r.Namespace)
+		}
 	}
 	str(in, &s.TargetNamespace)
 	str(in, &s.StorageNamespace)

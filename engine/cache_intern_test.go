@@ -10,10 +10,12 @@ import (
 	"unsafe"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -222,4 +224,44 @@ func TestCacheTransform(t *testing.T) {
 	if a.Name != c.Name || unsafe.StringData(a.Name) == unsafe.StringData(c.Name) {
 		t.Fatalf("names %q and %q are one string: names are interned, though most are a release's own", a.Name, c.Name)
 	}
+}
+
+// TestCacheTransformTakesEveryChartTemplate: the transform runs in the
+// informers, where a panic ends the process, on every HelmRelease the API
+// server holds: a chart template of kind OCIRepository (Flux 2.10) has no
+// sourceRef (it crashed the engine before).
+func TestCacheTransformTakesEveryChartTemplate(t *testing.T) {
+	tr := cacheTransform(&interner{})
+	for _, tpl := range []*helmv2.HelmChartTemplate{
+		{Kind: sourcev1.OCIRepositoryKind, Spec: helmv2.HelmChartTemplateSpec{OCIRepositorySpec: sourcev1.OCIRepositorySpec{URL: "oci://registry.example.org/charts/demo"}}},
+		{},
+	} {
+		hr := &helmv2.HelmRelease{Spec: helmv2.HelmReleaseSpec{Chart: tpl}}
+		out, err := tr(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.(*helmv2.HelmRelease).Spec.Chart.Spec.URL; got != tpl.Spec.URL {
+			t.Fatalf("url %q, want %q", got, tpl.Spec.URL)
+		}
+	}
+}
+
+// FuzzCacheTransform: whatever a HelmRelease, HelmChart or Kustomization
+// decodes to, the transform neither panics nor fails.
+func FuzzCacheTransform(f *testing.F) {
+	f.Add([]byte(`{"spec":{"chart":{"kind":"OCIRepository","spec":{"url":"oci://x/y"}}}}`))
+	f.Add(benchHelmRelease(0))
+	f.Add(benchHelmChart(0))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tr := cacheTransform(&interner{})
+		for _, o := range []client.Object{&helmv2.HelmRelease{}, &sourcev1.HelmChart{}, &kustomizev1.Kustomization{}} {
+			if json.Unmarshal(b, o) != nil {
+				continue
+			}
+			if _, err := tr(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }

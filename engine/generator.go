@@ -62,10 +62,10 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s: %w", self, o.Name, err))
 		}
 		if err := r.writeExternalArtifact(ctx, obj, o.Name, art); err != nil {
-			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).at(string(swv1beta1.ActionPublish))
 		}
 		if _, err := e.store.GC(ctx, outputObject(obj.Namespace, o.Name), art); err != nil {
-			return failed(meta.ArtifactFailedReason, err)
+			return failed(meta.ArtifactFailedReason, err).at(string(swv1beta1.ActionPublish))
 		}
 		inventory = append(inventory, swv1beta1.InventoryEntry{
 			Kind: sourcev1.ExternalArtifactKind, Name: o.Name, Namespace: obj.Namespace, Digest: art.Digest, Filename: filepath.Base(art.Path),
@@ -98,7 +98,7 @@ func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGe
 		fsys, release, err := e.extracts.acquire(ctx, art)
 		if err != nil {
 			done()
-			return nil, nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err)), false
+			return nil, nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err)).at(string(swv1beta1.ActionFetchSource)), false
 		}
 		releases = append(releases, release)
 		// The origin revision is the source artifact's

@@ -197,7 +197,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self))
 	}
 	if obj.Spec.Chart != nil {
-		obj.Status.HelmChart = ns + "/" + name
+		obj.Status.SetChart(obj.GetHelmChartTemplateReference())
 	}
 	art, out, ok := e.sourceArtifact(ctx, self, kind, ns, name)
 	if !ok {
@@ -260,6 +260,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
 	setTestCondition(obj, res, rel)
+	stage := helmStepAction(res.Steps)
 	if cve := (*helm.ChartVersionError)(nil); errors.As(err, &cve) {
 		// helm-controller's words: the chart does not fit its source's
 		// revision, and nothing was done.
@@ -268,9 +269,9 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if err != nil {
 		setReleaseFailed(obj, res, rel, err)
 		if res.Next.Kind == helm.NextStalled {
-			return retriesExceeded(obj, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err))
+			return retriesExceeded(obj, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err)).at(stage)
 		}
-		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).at(stage)
 		o.requeueAfter = res.Next.After
 		if errors.Is(err, helm.ErrRecordConflict) && o.requeueAfter <= 0 {
 			// Another holder wrote the release since it was read (a shard
@@ -286,9 +287,9 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	switch res.Next.Kind {
 	case helm.NextStalled:
-		return retriesExceeded(obj, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next)))
+		return retriesExceeded(obj, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next))).at(stage)
 	case helm.NextRetry:
-		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason))
+		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason)).at(stage)
 		o.requeueAfter = res.Next.After
 		return o
 	}
@@ -300,7 +301,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		obj.Status.LastAttemptedConfigDigest = s.ConfigDigest
 		return adoptedOutcome(obj, s)
 	}
-	return releasedOutcome(obj, res, rel)
+	return releasedOutcome(obj, res, rel).at(stage)
 }
 
 // retriesExceeded is the outcome of a release out of retries, as
@@ -429,7 +430,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 			// As helm-controller: without its kubeconfig the release
 			// cannot be uninstalled; the finalizer goes, and the Event
 			// says what may be left behind.
-			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, "Uninstall",
+			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, string(helmv2.ActionHelmUninstall),
 				"skipped the uninstall of release %s/%s: spec.kubeConfig %s is gone (%v); its objects may be left in the remote cluster",
 				obj.GetReleaseNamespace(), obj.GetReleaseName(), kubeConfigName(obj.Spec.KubeConfig), err)
 			return 0, e.releaseFinalizer(ctx, obj, self)

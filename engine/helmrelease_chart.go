@@ -11,10 +11,10 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"helm.sh/helm/v4/pkg/registry"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -48,13 +48,7 @@ func helmChartFor(obj *helmv2.HelmRelease) *sourcev1.HelmChart {
 		sourceRef = sourcev1.LocalHelmChartSourceReference{Kind: sr.Kind, Name: sr.Name}
 	}
 	hc := &sourcev1.HelmChart{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ref.Name, Namespace: ref.Namespace,
-			Labels: map[string]string{
-				helmv2.GroupVersion.Group + "/name":      obj.Name,
-				helmv2.GroupVersion.Group + "/namespace": obj.Namespace,
-			},
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace},
 		Spec: sourcev1.HelmChartSpec{
 			Chart:                    tpl.Spec.Chart,
 			Version:                  tpl.Spec.GetVersion(),
@@ -68,16 +62,98 @@ func helmChartFor(obj *helmv2.HelmRelease) *sourcev1.HelmChart {
 	if v := tpl.Spec.Verify; v != nil {
 		hc.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef, MatchOIDCIdentity: v.MatchOIDCIdentity}
 	}
-	if m := tpl.ObjectMeta; m != nil {
-		hc.Annotations = maps.Clone(m.Annotations)
-		labels := maps.Clone(m.Labels)
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		maps.Copy(labels, hc.Labels)
-		hc.Labels = labels
-	}
+	hc.Labels, hc.Annotations = templateMetadata(obj)
 	return hc
+}
+
+// templateMetadata is the labels and annotations of the object spec.chart
+// generates: the template's, and helm-controller's owner labels.
+func templateMetadata(obj *helmv2.HelmRelease) (labels, annotations map[string]string) {
+	labels = map[string]string{}
+	if m := obj.Spec.Chart.ObjectMeta; m != nil {
+		maps.Copy(labels, m.Labels)
+		annotations = maps.Clone(m.Annotations)
+	}
+	labels[helmv2.GroupVersion.Group+"/name"] = obj.Name
+	labels[helmv2.GroupVersion.Group+"/namespace"] = obj.Namespace
+	return labels, annotations
+}
+
+// ociRepositoryFor builds the OCIRepository of a HelmRelease's spec.chart
+// of kind OCIRepository, as helm-controller does: the template's
+// OCIRepository spec, its interval the template's or else the release's,
+// its layer selector, when it sets none, the Helm chart layer copied as
+// it is.
+func ociRepositoryFor(obj *helmv2.HelmRelease) *sourcev1.OCIRepository {
+	ref := obj.GetHelmChartTemplateReference()
+	spec := obj.Spec.Chart.Spec.OCIRepositorySpec.DeepCopy()
+	interval := obj.GetTemplateInterval()
+	spec.Interval = &interval
+	if spec.LayerSelector == nil {
+		spec.LayerSelector = &sourcev1.OCILayerSelector{MediaType: registry.ChartLayerMediaType, Operation: sourcev1.OCILayerCopy}
+	}
+	if spec.Verify != nil && spec.Verify.Provider == "" {
+		spec.Verify.Provider = "cosign" // the CRD's default
+	}
+	or := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}, Spec: *spec}
+	or.Labels, or.Annotations = templateMetadata(obj)
+	return or
+}
+
+// chartTemplateFor builds the source object of a HelmRelease's
+// spec.chart: a HelmChart, or for kind OCIRepository an OCIRepository.
+func chartTemplateFor(obj *helmv2.HelmRelease) client.Object {
+	if obj.GetHelmChartTemplateReference().Kind == sourcev1.OCIRepositoryKind {
+		return ociRepositoryFor(obj)
+	}
+	return helmChartFor(obj)
+}
+
+// newGenerated is an empty object of a kind spec.chart generates.
+func newGenerated(kind string) client.Object {
+	if kind == sourcev1.OCIRepositoryKind {
+		return &sourcev1.OCIRepository{}
+	}
+	return &sourcev1.HelmChart{}
+}
+
+// generatedChanged reports whether a generated object in the cluster
+// differs from the one the template gives, in what the template sets.
+func generatedChanged(have, want client.Object) bool {
+	if !subset(want.GetLabels(), have.GetLabels()) || !subset(want.GetAnnotations(), have.GetAnnotations()) {
+		return true
+	}
+	switch w := want.(type) {
+	case *sourcev1.OCIRepository:
+		return !equality.Semantic.DeepEqual(have.(*sourcev1.OCIRepository).Spec, w.Spec)
+	case *sourcev1.HelmChart:
+		return helmChartChanged(have.(*sourcev1.HelmChart), w)
+	}
+	return false
+}
+
+// setGeneratedSpec gives have want's spec, labels and annotations.
+func setGeneratedSpec(have, want client.Object) {
+	switch w := want.(type) {
+	case *sourcev1.OCIRepository:
+		have.(*sourcev1.OCIRepository).Spec = w.Spec
+	case *sourcev1.HelmChart:
+		have.(*sourcev1.HelmChart).Spec = w.Spec
+	}
+	have.SetLabels(mergeStrings(have.GetLabels(), want.GetLabels()))
+	have.SetAnnotations(mergeStrings(have.GetAnnotations(), want.GetAnnotations()))
+}
+
+// generatedStatus is what the engine reads of a generated object's
+// status: the generation it observed and its artifact.
+func generatedStatus(o client.Object) (observed int64, artifact *meta.Artifact) {
+	switch g := o.(type) {
+	case *sourcev1.OCIRepository:
+		return g.Status.ObservedGeneration, g.Status.Artifact
+	case *sourcev1.HelmChart:
+		return g.Status.ObservedGeneration, g.Status.Artifact
+	}
+	return 0, nil
 }
 
 // helmChartChanged reports whether the HelmChart in the cluster differs
@@ -87,8 +163,7 @@ func helmChartChanged(have, want *sourcev1.HelmChart) bool {
 	return hs.Chart != ws.Chart || hs.Version != ws.Version || hs.SourceRef != ws.SourceRef ||
 		hs.Interval != ws.Interval || hs.ReconcileStrategy != ws.ReconcileStrategy ||
 		!slices.Equal(hs.ValuesFiles, ws.ValuesFiles) || hs.IgnoreMissingValuesFiles != ws.IgnoreMissingValuesFiles ||
-		(hs.Verify == nil) != (ws.Verify == nil) || (hs.Verify != nil && !equality.Semantic.DeepEqual(hs.Verify, ws.Verify)) ||
-		!subset(want.Labels, have.Labels) || !subset(want.Annotations, have.Annotations)
+		(hs.Verify == nil) != (ws.Verify == nil) || (hs.Verify != nil && !equality.Semantic.DeepEqual(hs.Verify, ws.Verify))
 }
 
 func subset(want, have map[string]string) bool {
@@ -100,10 +175,12 @@ func subset(want, have map[string]string) bool {
 	return true
 }
 
-// reconcileHelmChart creates or updates the HelmChart of spec.chart and
-// records it in status.helmChart; for a release that moved to chartRef,
-// it deletes the HelmChart it had. It writes only when something
-// changed.
+// reconcileHelmChart creates or updates the object spec.chart generates
+// (a HelmChart, or an OCIRepository for kind OCIRepository) and records it
+// in status.helmChart as helm-controller does (<namespace>/<name> for a
+// HelmChart, <kind>/<namespace>/<name> otherwise); the one it had before,
+// when the template now gives another, and the one of a release that moved
+// to chartRef, it deletes. It writes only when something changed.
 func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (outcome, bool) {
 	if obj.Spec.Chart == nil {
 		if obj.Status.HelmChart != "" {
@@ -114,26 +191,27 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 		}
 		return outcome{}, true
 	}
-	want := helmChartFor(obj)
-	if e.opts.Restricted && want.Namespace != obj.Namespace {
-		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chart.spec.sourceRef in namespace %s: %w", self, want.Namespace, ErrCrossNamespace)), false
+	ref := obj.GetHelmChartTemplateReference()
+	want := chartTemplateFor(obj)
+	if e.opts.Restricted && ref.Namespace != obj.Namespace {
+		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chart.spec.sourceRef in namespace %s: %w", self, ref.Namespace, ErrCrossNamespace)), false
 	}
-	if old := obj.Status.HelmChart; old != "" && old != want.Namespace+"/"+want.Name {
+	if old := obj.Status.GetHelmChartReference(); old != nil && !old.Matches(ref) {
 		if err := e.deleteHelmChart(ctx, obj); err != nil {
 			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 		}
 	}
-	obj.Status.HelmChart = want.Namespace + "/" + want.Name
-	// Until the HelmChart has reconciled its latest spec, its artifact may
+	obj.Status.SetChart(ref)
+	// Until the object has reconciled its latest spec, its artifact may
 	// be another version's: wait, as Flux does; its readiness wakes the
 	// release.
-	pending := waiting(meta.DependencyNotReadyReason, fmt.Sprintf("HelmChart '%s/%s' is not ready: its latest generation is not reconciled yet", want.Namespace, want.Name), 0)
-	have := &sourcev1.HelmChart{}
+	pending := waiting(meta.DependencyNotReadyReason, fmt.Sprintf("%s '%s/%s' is not ready: its latest generation is not reconciled yet", ref.Kind, ref.Namespace, ref.Name), 0)
+	have := newGenerated(ref.Kind)
 	err := e.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {
-		// Create first: the cache has not seen the HelmChart, and asking
+		// Create first: the cache has not seen the object, and asking
 		// the API server before every creation would cost a request more.
-		err = e.mgr.GetClient().Create(ctx, want.DeepCopy())
+		err = e.mgr.GetClient().Create(ctx, want.DeepCopyObject().(client.Object))
 		if err == nil {
 			return pending, false
 		}
@@ -141,26 +219,25 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 			err = e.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(want), have)
 		}
 	}
+	observed, artifact := generatedStatus(have)
 	switch {
 	case err != nil:
-		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: creating or reading HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
-	case helmChartChanged(have, want):
-		patch := client.MergeFrom(have.DeepCopy())
-		have.Spec = want.Spec
-		have.Labels = mergeStrings(have.Labels, want.Labels)
-		have.Annotations = mergeStrings(have.Annotations, want.Annotations)
+		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: creating or reading %s %s/%s: %w", self, ref.Kind, ref.Namespace, ref.Name, err)), false
+	case generatedChanged(have, want):
+		patch := client.MergeFrom(have.DeepCopyObject().(client.Object))
+		setGeneratedSpec(have, want)
 		if err := e.mgr.GetClient().Patch(ctx, have, patch); err != nil {
-			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: updating HelmChart %s/%s: %w", self, want.Namespace, want.Name, err)), false
+			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: updating %s %s/%s: %w", self, ref.Kind, ref.Namespace, ref.Name, err)), false
 		}
 		return pending, false
-	case have.Status.ObservedGeneration != have.Generation:
+	case observed != have.GetGeneration():
 		return pending, false
-	case have.Status.Artifact == nil:
-		// Say why the chart is missing: the HelmChart's own failure. Its
+	case artifact == nil:
+		// Say why the chart is missing: the object's own failure. Its
 		// readiness wakes the release when it turns Ready; a failure that
 		// only changes its cause does not, hence the retry.
-		if c := conditions.Get(have, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
-			return waiting(meta.ArtifactFailedReason, fmt.Sprintf("HelmChart '%s/%s' is not ready: %s", want.Namespace, want.Name, c.Message), chartFailureRetry), false
+		if c := conditions.Get(have.(conditions.Getter), meta.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
+			return waiting(meta.ArtifactFailedReason, fmt.Sprintf("%s '%s/%s' is not ready: %s", ref.Kind, ref.Namespace, ref.Name, c.Message), chartFailureRetry), false
 		}
 	}
 	return outcome{}, true
@@ -177,26 +254,26 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 	return dst
 }
 
-// deleteHelmChart deletes the HelmChart status.helmChart names, when it
-// is one this release owns (Flux's labels say so).
+// deleteHelmChart deletes the object status.helmChart names (a HelmChart
+// or an OCIRepository spec.chart generated), when it is one this release
+// owns (helm-controller's owner labels say so).
 func (e *Engine) deleteHelmChart(ctx context.Context, obj *helmv2.HelmRelease) error {
 	ref := obj.Status.GetHelmChartReference()
 	if ref == nil {
 		ref = obj.GetHelmChartTemplateReference()
 	}
-	if ref == nil || ref.Kind != sourcev1.HelmChartKind {
+	if ref == nil || (ref.Kind != sourcev1.HelmChartKind && ref.Kind != sourcev1.OCIRepositoryKind) {
 		return nil
 	}
-	ns, name := ref.Namespace, ref.Name
-	hc := &sourcev1.HelmChart{}
-	if err := e.mgr.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, hc); err != nil {
+	o := newGenerated(ref.Kind)
+	if err := e.mgr.GetAPIReader().Get(ctx, ref.GetObjectKey(), o); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if hc.Labels[helmv2.GroupVersion.Group+"/name"] != obj.Name || hc.Labels[helmv2.GroupVersion.Group+"/namespace"] != obj.Namespace {
+	if o.GetLabels()[helmv2.GroupVersion.Group+"/name"] != obj.Name || o.GetLabels()[helmv2.GroupVersion.Group+"/namespace"] != obj.Namespace {
 		return nil
 	}
-	if err := e.mgr.GetClient().Delete(ctx, hc); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting HelmChart %s/%s: %w", ns, name, err)
+	if err := e.mgr.GetClient().Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s: %w", ref, err)
 	}
 	return nil
 }

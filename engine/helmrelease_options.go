@@ -33,25 +33,28 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	if obj.Spec.Chart != nil {
 		tpl = *obj.Spec.Chart
 	}
-	// spec.chart.spec inlines an OCIRepository's spec for kind
-	// OCIRepository; a HelmChart template honours only its own fields
-	// (and interval).
+	// spec.chart.spec inlines an OCIRepository's spec: for kind
+	// OCIRepository the generated OCIRepository is reconciled as any other
+	// (verify, a cloud provider and a service account are not honoured
+	// there either); a HelmChart template honours only its own fields
+	// (and interval), and the CRD refuses the others with it.
 	ts := tpl.Spec.OCIRepositorySpec
+	oci := tpl.Kind == sourcev1.OCIRepositoryKind
 	return unsupported(helmv2.HelmReleaseKind,
-		fieldCheck{"spec.chart.kind (other than HelmChart)", tpl.Kind != "" && tpl.Kind != sourcev1.HelmChartKind},
+		fieldCheck{"spec.chart.kind (other than HelmChart or OCIRepository)", tpl.Kind != "" && tpl.Kind != sourcev1.HelmChartKind && !oci},
 		fieldCheck{"spec.chart.spec.verify", ts.Verify != nil},
-		fieldCheck{"spec.chart.spec.url", ts.URL != ""},
-		fieldCheck{"spec.chart.spec.ref", ts.Reference != nil},
-		fieldCheck{"spec.chart.spec.layerSelector", ts.LayerSelector != nil},
-		fieldCheck{"spec.chart.spec.provider", ts.Provider != ""},
-		fieldCheck{"spec.chart.spec.secretRef", ts.SecretRef != nil},
+		fieldCheck{"spec.chart.spec.provider", ts.Provider != "" && (!oci || ts.Provider != sourcev1.GenericOCIProvider)},
 		fieldCheck{"spec.chart.spec.serviceAccountName", ts.ServiceAccountName != ""},
-		fieldCheck{"spec.chart.spec.certSecretRef", ts.CertSecretRef != nil},
-		fieldCheck{"spec.chart.spec.proxySecretRef", ts.ProxySecretRef != nil},
-		fieldCheck{"spec.chart.spec.timeout", ts.Timeout != nil},
-		fieldCheck{"spec.chart.spec.ignore", ts.Ignore != nil},
-		fieldCheck{"spec.chart.spec.insecure", ts.Insecure},
-		fieldCheck{"spec.chart.spec.suspend", ts.Suspend},
+		fieldCheck{"spec.chart.spec.url", !oci && ts.URL != ""},
+		fieldCheck{"spec.chart.spec.ref", !oci && ts.Reference != nil},
+		fieldCheck{"spec.chart.spec.layerSelector", !oci && ts.LayerSelector != nil},
+		fieldCheck{"spec.chart.spec.secretRef", !oci && ts.SecretRef != nil},
+		fieldCheck{"spec.chart.spec.certSecretRef", !oci && ts.CertSecretRef != nil},
+		fieldCheck{"spec.chart.spec.proxySecretRef", !oci && ts.ProxySecretRef != nil},
+		fieldCheck{"spec.chart.spec.timeout", !oci && ts.Timeout != nil},
+		fieldCheck{"spec.chart.spec.ignore", !oci && ts.Ignore != nil},
+		fieldCheck{"spec.chart.spec.insecure", !oci && ts.Insecure},
+		fieldCheck{"spec.chart.spec.suspend", !oci && ts.Suspend},
 		// Helm 4's rollback has no --recreate-pods.
 		fieldCheck{"spec.rollback.recreate", obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
 		fieldCheck{"spec.rollback.serverSideApply: disabled", obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},

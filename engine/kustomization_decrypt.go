@@ -30,7 +30,7 @@ func (r *kustomizationReconciler) decryption(ctx context.Context, obj *kustomize
 	}
 	rel, err := filepath.Rel(tmp, dir)
 	if err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)).at(string(kustomizev1.ActionDecrypt)), false
 	}
 	if err := d.Sources(tmp, filepath.ToSlash(rel)); err != nil {
 		return nil, decryptFailed(self, err), false
@@ -50,13 +50,13 @@ func (r *kustomizationReconciler) decryptor(ctx context.Context, obj *kustomizev
 		name = fmt.Sprintf("Secret/%s/%s", key.Namespace, key.Name)
 		var s corev1.Secret
 		if err := r.e.mgr.GetClient().Get(ctx, key, &s); err != nil {
-			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption %s: %w", self, name, err)), false
+			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption %s: %w", self, name, err)).at(string(kustomizev1.ActionDecrypt)), false
 		}
 		data = s.Data
 	}
 	d, err := decrypt.New(data, decrypt.Options{Secret: name})
 	if err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)).at(string(kustomizev1.ActionDecrypt)), false
 	}
 	return d, outcome{}, true
 }
@@ -65,9 +65,9 @@ func (r *kustomizationReconciler) decryptor(ctx context.Context, obj *kustomizev
 // a document only other key types open, a build failure otherwise.
 func decryptFailed(self nodeRef, err error) outcome {
 	if uk := (*decrypt.UnsupportedKeyError)(nil); errors.As(err, &uk) {
-		return stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.decryption: %w", self, err))
+		return stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.decryption: %w", self, err)).at(string(kustomizev1.ActionDecrypt))
 	}
-	return failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption failed: %w", self, err))
+	return failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption failed: %w", self, err)).at(string(kustomizev1.ActionDecrypt))
 }
 
 // objectDecrypter is the build's decrypt hook: it decrypts each rendered

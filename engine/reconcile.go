@@ -45,10 +45,22 @@ type outcome struct {
 	// quiet records no Event for the Ready condition it sets, where Flux's
 	// controllers record none (a source that does not exist yet).
 	quiet bool
+	// action is the stage of the reconcile the Event names (Flux 2.10's
+	// actions, for example HelmInstall); empty, eventAction derives it.
+	action string
 }
 
 func succeeded(msg string, args ...any) outcome {
 	return outcome{ready: true, reason: meta.ReconciliationSucceededReason, message: fmt.Sprintf(msg, args...)}
+}
+
+// at names the stage of the reconcile the outcome's Event reports, when
+// one is given.
+func (o outcome) at(action string) outcome {
+	if action != "" {
+		o.action = action
+	}
+	return o
 }
 
 func failed(reason string, err error) outcome {
@@ -166,7 +178,7 @@ func (e *Engine) emit(kind string, obj, orig object, out outcome) {
 	if after.Status != metav1.ConditionTrue && !out.waiting {
 		typ = corev1.EventTypeWarning
 	}
-	e.recorder.Eventf(obj, nil, typ, after.Reason, "Reconcile", "%s", after.Message)
+	e.recorder.Eventf(obj, nil, typ, after.Reason, eventAction(kind, out), "%s", after.Message)
 }
 
 // handledRequest returns the value of reconcile.fluxcd.io/requestedAt, to

@@ -96,6 +96,9 @@ type options struct {
 	// recordTroubled, with -troubled and -flux-dir, writes their fixtures
 	// (switchover.RecordTroubled) to this file.
 	recordTroubled string
+	// fluxCLI is a flux binary: with -switch, `flux get helmreleases -A`
+	// and `flux get kustomizations -A` are compared before and after.
+	fluxCLI string
 }
 
 func main() {
@@ -120,6 +123,7 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 1, "with -flux-dir -switch: how many cozy-aio replicas (leader election, shared Helm shards) take over from Flux")
 	flag.BoolVar(&o.troubled, "troubled", false, "also run three troubled HelmReleases in "+switchover.TroubledNamespace+": one whose install fails, one whose upgrade fails, one whose install waits 30 minutes (pending-install when the engine stops)")
 	flag.StringVar(&o.recordTroubled, "record-troubled", "", "with -troubled and -flux-dir: once they are in their states, write the fixtures of the troubled HelmReleases to this file")
+	flag.StringVar(&o.fluxCLI, "flux-cli", "", "with -switch: a flux CLI binary; `flux get helmreleases -A` and `flux get kustomizations -A` are compared before and after the switch")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -410,7 +414,11 @@ func run(ctx context.Context, o options) error {
 		if toFlux {
 			to = "Flux's controllers (with cozy-aio as their source-watcher)"
 		}
-		if err := switchOver(ctx, cluster.Config, cs, dyn, to, takeOver, say); err != nil {
+		var cli func() []string
+		if o.fluxCLI != "" {
+			cli = func() []string { return fluxGet(ctx, o.fluxCLI, cluster.Kubeconfig, say) }
+		}
+		if err := switchOver(ctx, cluster.Config, cs, dyn, to, takeOver, cli, say); err != nil {
 			return err
 		}
 	}
@@ -498,10 +506,14 @@ func startCozyAIO(popts demo.ProcessOptions) (*demo.Process, time.Time, error) {
 // for a reconcile and waits until each has answered it, then reports the
 // new Helm revisions and the objects written, which a switch must leave
 // at none.
-func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Interface, dyn dynamic.Interface, to string, takeOver func() (stop func(), err error), say func(string, ...any)) error {
+func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Interface, dyn dynamic.Interface, to string, takeOver func() (stop func(), err error), cli func() []string, say func(string, ...any)) error {
 	before, err := releaseRecords(ctx, cs)
 	if err != nil {
 		return err
+	}
+	var rowsBefore []string
+	if cli != nil {
+		rowsBefore = cli()
 	}
 	objects := objectVersions(ctx, dyn)
 	start := time.Now()
@@ -583,6 +595,9 @@ func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Inte
 		say("switch: rewritten: %s", strings.Join(rewritten, ", "))
 	}
 	say("switch: %d of %d releases with new Helm revisions: %s", len(revised), len(after), strings.Join(revised, ", "))
+	if cli != nil {
+		compareRows(rowsBefore, cli(), say)
+	}
 	if c, err := client.New(restConfig, client.Options{}); err == nil {
 		for _, name := range []string{switchover.InstallFailed, switchover.UpgradeFailed, switchover.PendingInstall} {
 			if st, err := switchover.ReleaseStatuses(ctx, c, switchover.TroubledNamespace, name); err == nil && st != "" {
@@ -593,6 +608,54 @@ func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Inte
 	say("switch: %d objects watched %v, rewritten by applier and kind: %v, deleted: %v", len(objects), watchedBy, written, deleted)
 	report(ctx, cs, dyn, say)
 	return nil
+}
+
+// fluxGet is the rows of `flux get helmreleases -A` and `flux get
+// kustomizations -A`, each prefixed with its kind, spaces squeezed.
+func fluxGet(ctx context.Context, flux, kubeconfig string, say func(string, ...any)) []string {
+	var rows []string
+	for _, kind := range []string{"helmreleases", "kustomizations"} {
+		out, err := exec.CommandContext(ctx, flux, "--kubeconfig="+kubeconfig, "get", kind, "-A", "--no-header").Output()
+		if err != nil {
+			say("flux get %s: %v", kind, err)
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l = strings.Join(strings.Fields(l), " "); l != "" {
+				rows = append(rows, kind+" "+l)
+			}
+		}
+	}
+	sort.Strings(rows)
+	return rows
+}
+
+// compareRows says how many of `flux get`'s rows the switch changed,
+// with the first few before and after.
+func compareRows(before, after []string, say func(string, ...any)) {
+	was := map[string]bool{}
+	for _, r := range before {
+		was[r] = true
+	}
+	var changed []string
+	for _, r := range after {
+		if !was[r] {
+			changed = append(changed, r)
+		}
+	}
+	say("switch: flux get helmreleases/kustomizations -A: %d rows before, %d after, %d after differ from every row before", len(before), len(after), len(changed))
+	for i, r := range changed {
+		if i == 5 {
+			break
+		}
+		name := strings.Join(strings.Fields(r)[:3], " ")
+		for _, b := range before {
+			if strings.HasPrefix(b, name+" ") {
+				say("switch:   before: %s", b)
+			}
+		}
+		say("switch:   after:  %s", r)
+	}
 }
 
 // startFlux applies Flux's CRDs over cozy-aio's (Flux 2.9's controllers
