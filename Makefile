@@ -117,14 +117,16 @@ bench-clusters: testbin build
 ## switch-over: Flux's controllers, built from their module source (hack/flux.sh), and cozy-aio take
 ## over from each other on a simulated cluster: SWITCH_RELEASES HelmReleases (default 1,000; OCIRepository,
 ## HelmRepository and ExternalArtifact sources) and 20 Kustomizations with prune, Flux → cozy-aio, then
-## cozy-aio → Flux; each run reports new Helm revisions, objects rewritten and deleted, and the time to answer.
+## cozy-aio → Flux; each run reports new Helm revisions, objects rewritten and deleted, the time to answer,
+## what became of three troubled releases (install failed, upgrade failed, pending-install) and how many rows
+## of `flux get helmreleases/kustomizations -A` (the flux CLI v2.9.5, also built by hack/flux.sh) changed.
 switch-over: testbin-cluster build
 	@hack/flux.sh
 	@$(GO) build -o bin/cozystack-acceptance ./examples/cozystack
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) bin/cozystack-acceptance -cozy-aio bin/cozy-aio -helmreleases $${SWITCH_RELEASES:-1000} -kustomizations 20 \
-		-flux-dir $(HOME)/.cache/cozy-aio/flux -switch -settle 60s -timeout 30m
+		-troubled -flux-cli $(HOME)/.cache/cozy-aio/flux/flux -flux-dir $(HOME)/.cache/cozy-aio/flux -switch -settle 60s -timeout 30m
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) bin/cozystack-acceptance -cozy-aio bin/cozy-aio -helmreleases $${SWITCH_RELEASES:-1000} -kustomizations 20 \
-		-switch -switch-flux-dir $(HOME)/.cache/cozy-aio/flux -settle 30s -timeout 30m
+		-troubled -flux-cli $(HOME)/.cache/cozy-aio/flux/flux -switch -switch-flux-dir $(HOME)/.cache/cozy-aio/flux -settle 30s -timeout 30m
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s), one after another.
 FUZZTIME ?= 60s
@@ -141,6 +143,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./apply/decrypt/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./engine/cluster/
+	$(GO) test -run '^$$' -fuzz '^FuzzCacheTransform$$' -fuzztime $(FUZZTIME) ./engine/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:

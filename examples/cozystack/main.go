@@ -596,7 +596,19 @@ func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Inte
 	}
 	say("switch: %d of %d releases with new Helm revisions: %s", len(revised), len(after), strings.Join(revised, ", "))
 	if cli != nil {
-		compareRows(rowsBefore, cli(), say)
+		// At the answer, and once the new engine's sources have replaced
+		// the other's artifacts (a minute at most).
+		at := time.Now()
+		changed := compareRows(rowsBefore, cli(), say)
+		for changed > 0 && time.Since(at) < time.Minute && ctx.Err() == nil {
+			time.Sleep(2 * time.Second)
+			if changed = compareRows(rowsBefore, cli(), nil); changed == 0 {
+				say("switch: flux get: every row as before %.1f s after the answer", time.Since(at).Seconds())
+			}
+		}
+		if changed > 0 {
+			compareRows(rowsBefore, cli(), say)
+		}
 	}
 	if c, err := client.New(restConfig, client.Options{}); err == nil {
 		for _, name := range []string{switchover.InstallFailed, switchover.UpgradeFailed, switchover.PendingInstall} {
@@ -611,7 +623,8 @@ func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Inte
 }
 
 // fluxGet is the rows of `flux get helmreleases -A` and `flux get
-// kustomizations -A`, each prefixed with its kind, spaces squeezed.
+// kustomizations -A`, each prefixed with its kind, spaces squeezed, but
+// the troubled release left pending-install's.
 func fluxGet(ctx context.Context, flux, kubeconfig string, say func(string, ...any)) []string {
 	var rows []string
 	for _, kind := range []string{"helmreleases", "kustomizations"} {
@@ -621,9 +634,12 @@ func fluxGet(ctx context.Context, flux, kubeconfig string, say func(string, ...a
 			continue
 		}
 		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			if l = strings.Join(strings.Fields(l), " "); l != "" {
-				rows = append(rows, kind+" "+l)
+			f := strings.Fields(l)
+			if len(f) < 2 || (f[0] == switchover.TroubledNamespace && f[1] == switchover.PendingInstall) {
+				// An action runs on it under either engine: its row moves.
+				continue
 			}
+			rows = append(rows, kind+" "+strings.Join(f, " "))
 		}
 	}
 	sort.Strings(rows)
@@ -631,8 +647,9 @@ func fluxGet(ctx context.Context, flux, kubeconfig string, say func(string, ...a
 }
 
 // compareRows says how many of `flux get`'s rows the switch changed,
-// with the first few before and after.
-func compareRows(before, after []string, say func(string, ...any)) {
+// with the first few before and after, and returns that number; with a
+// nil say it only counts.
+func compareRows(before, after []string, say func(string, ...any)) int {
 	was := map[string]bool{}
 	for _, r := range before {
 		was[r] = true
@@ -642,6 +659,9 @@ func compareRows(before, after []string, say func(string, ...any)) {
 		if !was[r] {
 			changed = append(changed, r)
 		}
+	}
+	if say == nil {
+		return len(changed)
 	}
 	say("switch: flux get helmreleases/kustomizations -A: %d rows before, %d after, %d after differ from every row before", len(before), len(after), len(changed))
 	for i, r := range changed {
@@ -656,6 +676,7 @@ func compareRows(before, after []string, say func(string, ...any)) {
 		}
 		say("switch:   after:  %s", r)
 	}
+	return len(changed)
 }
 
 // startFlux applies Flux's CRDs over cozy-aio's (Flux 2.9's controllers
