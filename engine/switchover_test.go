@@ -17,7 +17,6 @@ import (
 
 	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/internal/switchover"
-	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // fluxFixtures were recorded from Flux's source-, helm- and
@@ -34,11 +33,7 @@ const fluxFixtures = "testdata/switchover/flux-2.9.yaml"
 // Event: every unit answers a reconcile request and is Ready.
 func TestTakeOverFromFluxFixtures(t *testing.T) {
 	ctx := context.Background()
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
+	reg := chartRegistry(t)
 	digest, err := switchover.Push(ctx, reg, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/internal/switchover"
-	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
 // troubledFixtures were recorded as fluxFixtures were, with -troubled:
@@ -38,11 +37,7 @@ const troubledFixtures = "testdata/switchover/flux-2.9-troubled.yaml"
 // readiness completes.
 func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 	ctx := context.Background()
-	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
+	reg := chartRegistry(t)
 	if err := switchover.PushTroubled(ctx, reg); err != nil {
 		t.Fatal(err)
 	}

@@ -61,22 +61,23 @@ func (s *session) recoverPending(o RollbackOptions) ([]Result, error) {
 		return nil, wrap(s.rel, ActionRecover, &HeldError{Holder: holder, Status: statusOf(latest).String()})
 	}
 	was := statusOf(latest)
-	if holder.ID == "" {
-		// Another tool's leftover (Flux's helm-controller, the helm CLI):
-		// unlocked as helm-controller unlocks it, with its description and
-		// no remedy; the action then proceeds from the failed revision as
-		// helm-controller's would (no failure counted for it).
-		latest.SetStatus(rcommon.StatusFailed, fmt.Sprintf("Release unlocked from stale '%s' state", was))
-		if err := s.step(ActionRecover, func() error { return s.cfg.Releases.Update(latest) }); err != nil {
-			return nil, err
-		}
-		return []Result{resultOf(ActionRecover, latest)}, nil
+	// Another tool's leftover (Flux's helm-controller, the helm CLI) is
+	// unlocked as helm-controller unlocks it, with its description and no
+	// remedy: the action then proceeds from the failed revision as
+	// helm-controller's would (no failure counted for it).
+	foreign := holder.ID == ""
+	desc := fmt.Sprintf("%s recovered: holder %s is gone", was, holder)
+	if foreign {
+		desc = fmt.Sprintf("Release unlocked from stale '%s' state", was)
 	}
-	latest.SetStatus(rcommon.StatusFailed, fmt.Sprintf("%s recovered: holder %s is gone", was, holder))
+	latest.SetStatus(rcommon.StatusFailed, desc)
 	if err := s.step(ActionRecover, func() error { return s.cfg.Releases.Update(latest) }); err != nil {
 		return nil, err
 	}
 	steps := []Result{resultOf(ActionRecover, latest)}
+	if foreign {
+		return steps, nil
+	}
 	r, a, err := s.remedy(h, ActionRollback, o, nil)
 	steps = append(steps, resultOf(a, r))
 	return steps, err

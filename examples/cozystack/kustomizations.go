@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -45,13 +46,7 @@ func record(ctx context.Context, cfg *rest.Config, path, command string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "# Recorded by examples/cozystack with Flux's controllers (make switch-over builds them):\n#   %s\n", command)
-	return switchover.Record(ctx, c, f, switchover.ReleasesPerNS, 2)
+	return writeFixtures(path, command, func(w io.Writer) error { return switchover.Record(ctx, c, w, switchover.ReleasesPerNS, 2) })
 }
 
 // createTroubled pushes the troubled chart and creates the troubled
@@ -80,13 +75,19 @@ func trouble(ctx context.Context, cfg *rest.Config, path, command string) error 
 	if path == "" {
 		return nil
 	}
+	return writeFixtures(path, command, func(w io.Writer) error { return switchover.RecordTroubled(ctx, c, w) })
+}
+
+// writeFixtures writes fixtures to path, after a header with the command
+// that recorded them.
+func writeFixtures(path, command string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "# Recorded by examples/cozystack with Flux's controllers (make switch-over builds them):\n#   %s\n", command)
-	return switchover.RecordTroubled(ctx, c, f)
+	return write(f)
 }
 
 // waitKustomizations waits until every Kustomization is Ready.

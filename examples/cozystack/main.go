@@ -87,7 +87,8 @@ type options struct {
 	// record, with -flux-dir, writes the fixtures of what Flux left
 	// (switchover.Record) to this file once it has settled.
 	record string
-	// replicas is how many cozy-aio replicas take over from Flux.
+	// replicas is how many cozy-aio replicas take over from Flux, or,
+	// without fluxDir, run before Flux takes over.
 	replicas int
 	// troubled also runs the troubled releases (switchover.CreateTroubled):
 	// one whose install failed, one whose upgrade failed, one left
@@ -120,7 +121,7 @@ func main() {
 	flag.IntVar(&o.kustomizations, "kustomizations", 0, "also run this many Kustomizations with prune (eight objects each, from an OCIRepository); Flux's kustomize-controller runs them when -flux-dir has it")
 	flag.IntVar(&o.helmReleases, "helmreleases", 0, "also run this many HelmReleases of a two-ConfigMap chart, 20 per namespace, from an OCIRepository (8 in 10), a HelmRepository of type oci (1 in 10) and an ExternalArtifact (1 in 10)")
 	flag.StringVar(&o.record, "record", "", "with -flux-dir, -helmreleases and -kustomizations: once Flux has settled, write the fixtures of the first 20 HelmReleases and 2 Kustomizations to this file (internal/switchover)")
-	flag.IntVar(&o.replicas, "replicas", 1, "with -flux-dir -switch: how many cozy-aio replicas (leader election, shared Helm shards) take over from Flux")
+	flag.IntVar(&o.replicas, "replicas", 1, "how many cozy-aio replicas (leader election, shared Helm shards) run: with -flux-dir -switch, the ones that take over from Flux; without -flux-dir, the ones Flux takes over from with -switch")
 	flag.BoolVar(&o.troubled, "troubled", false, "also run three troubled HelmReleases in "+switchover.TroubledNamespace+": one whose install fails, one whose upgrade fails, one whose install waits 30 minutes (pending-install when the engine stops)")
 	flag.StringVar(&o.recordTroubled, "record-troubled", "", "with -troubled and -flux-dir: once they are in their states, write the fixtures of the troubled HelmReleases to this file")
 	flag.StringVar(&o.fluxCLI, "flux-cli", "", "with -switch: a flux CLI binary; `flux get helmreleases -A` and `flux get kustomizations -A` are compared before and after the switch")
@@ -223,11 +224,34 @@ func run(ctx context.Context, o options) error {
 		Server: cluster.Config.Host, Kubeconfig: cluster.Kubeconfig, Health: freePort(), Extra: extra,
 		Env: []string{trust},
 	}
+	if o.fluxDir == "" && o.replicas > 1 {
+		popts.Replica = true
+	}
 	engine, start, err := startCozyAIO(popts)
 	if err != nil {
 		return err
 	}
 	defer engine.Stop(30 * time.Second)
+	// -replicas without -flux-dir: the other replicas run from the start,
+	// each with its own ID, data directory and addresses.
+	var others []*demo.Process
+	stopOthers := func() {
+		for _, p := range others {
+			p.Stop(30 * time.Second)
+		}
+		others = nil
+	}
+	defer stopOthers()
+	for i := 1; o.fluxDir == "" && i < o.replicas; i++ {
+		ro := popts
+		ro.ID, ro.Health = fmt.Sprintf("cozy-aio-%d", i), freePort()
+		ro.Extra = []string{fmt.Sprintf("--artifact-addr=127.0.0.1:%d", freePort())}
+		p, _, err := startCozyAIO(ro)
+		if err != nil {
+			return err
+		}
+		others = append(others, p)
+	}
 	say("cozy-aio started: %s %s", o.binary, strings.Join(engine.Args(), " "))
 	var flux []*exec.Cmd
 	if o.fluxDir != "" {
@@ -356,6 +380,7 @@ func run(ctx context.Context, o options) error {
 			_ = c.Wait()
 		}
 		engine.Stop(30 * time.Second)
+		stopOthers()
 		toFlux := len(flux) == 0
 		flux = nil
 		popts.Extra, popts.Logs = []string{artifacts}, filepath.Join(logs, "switch")
