@@ -38,15 +38,7 @@ func TestTakeOverFromFluxFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(fluxFixtures)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	loaded, err := switchover.Load(ctx, cp.Client, f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded := loadFixtures(t, fluxFixtures)
 	if len(loaded.Units) == 0 || len(loaded.Applied) == 0 {
 		t.Fatalf("the fixtures hold %d units and %d objects", len(loaded.Units), len(loaded.Applied))
 	}
@@ -89,18 +81,13 @@ func TestTakeOverFromFluxFixtures(t *testing.T) {
 
 	start := time.Now()
 	startEngine(t, engine.Options{})
-	token := start.Format(time.RFC3339Nano)
 	var handled []*unstructured.Unstructured
 	for _, u := range loaded.Units {
-		if u.GetKind() == "HelmChart" {
-			continue
+		if u.GetKind() != "HelmChart" {
+			handled = append(handled, u)
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, token)
-		if err := cp.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			t.Fatal(err)
-		}
-		handled = append(handled, u)
 	}
+	token := requestReconcileOf(t, handled)
 	var pending []string
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		pending = pending[:0]
@@ -152,6 +139,35 @@ func TestTakeOverFromFluxFixtures(t *testing.T) {
 			t.Errorf("Warning Event on %s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
+}
+
+// loadFixtures loads the fixtures in path (switchover.Load).
+func loadFixtures(t *testing.T, path string) switchover.Loaded {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	loaded, err := switchover.Load(context.Background(), cp.Client, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loaded
+}
+
+// requestReconcileOf asks each object to reconcile (a new
+// reconcile.fluxcd.io/requestedAt) and returns the token it wrote.
+func requestReconcileOf(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	token := time.Now().Format(time.RFC3339Nano)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, token)
+	for _, u := range objs {
+		if err := cp.Client.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return token
 }
 
 func readyOf(u *unstructured.Unstructured) (status, message string) {

@@ -2,8 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,15 +38,7 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 	if err := switchover.PushTroubled(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(troubledFixtures)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	loaded, err := switchover.Load(ctx, cp.Client, f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded := loadFixtures(t, troubledFixtures)
 	o := switchover.Options{Host: reg.Host(), Insecure: true}
 	if err := cp.Client.Create(ctx, o.TroubledSource()); err != nil {
 		t.Fatal(err)
@@ -72,14 +61,8 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 	}
 
 	startEngine(t, engine.Options{})
-	token := time.Now().Format(time.RFC3339Nano)
+	token := requestReconcileOf(t, loaded.Units)
 	failed := []string{switchover.InstallFailed, switchover.UpgradeFailed}
-	for _, u := range loaded.Units {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, token)
-		if err := cp.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			t.Fatal(err)
-		}
-	}
 	get := func(name string) *unstructured.Unstructured {
 		u := switchover.TroubledRelease(name)
 		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
@@ -88,7 +71,7 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 		return u
 	}
 	var pending string
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, name := range failed {
 			if at, _, _ := unstructured.NestedString(get(name).Object, "status", "lastHandledReconcileAt"); at != token {
 				pending = name + " has not answered"
