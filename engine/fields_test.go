@@ -62,7 +62,7 @@ var specFields = map[string]specFieldPolicy{
 		spec: reflect.TypeFor[sourcev1.GitRepositorySpec](),
 		honoured: []string{
 			"url", "interval", "timeout", "ref", "secretRef", "proxySecretRef", "ignore", "sparseCheckout", "suspend", "provider",
-			"include",
+			"include", "verify",
 		},
 		check: func(spec reflect.Value) error {
 			return gitRepositoryUnsupported(&sourcev1.GitRepository{Spec: spec.Interface().(sourcev1.GitRepositorySpec)})

@@ -35,6 +35,13 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	if err != nil {
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
+	gv, err := r.gitVerificationFor(ctx, obj)
+	if out, ok := recordVerification(obj, gv, err); !ok {
+		return out
+	}
+	if gv != nil {
+		opts.Verify = gv.verify
+	}
 	self := nodeRef{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
 	inc, out, ok := e.resolveIncludes(ctx, obj, self)
 	if !ok {
@@ -44,12 +51,15 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	opts.Include = inc.trees
 	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
 		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout) &&
-		sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) {
+		sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) && gv.current(obj) {
 		// The artifact was built with the rules and includes the spec
 		// asks for: an unchanged revision needs no fetch.
 		opts.LastRevision = a.Revision
 	}
 	res, err := git.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
+	if out, ok := recordVerification(obj, gv, err); !ok {
+		return out
+	}
 	if err != nil {
 		return failed(sourcev1.GitOperationFailedReason, err)
 	}
@@ -107,7 +117,6 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 // gitRepositoryUnsupported names the spec fields of obj that are set and not honoured.
 func gitRepositoryUnsupported(obj *sourcev1.GitRepository) error {
 	return unsupported(sourcev1.GitRepositoryKind,
-		fieldCheck{"spec.verify", obj.Spec.Verification != nil},
 		fieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
 		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
 		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},

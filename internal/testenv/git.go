@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/fluxcd/pkg/gittestserver"
 	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/memfs"
@@ -19,6 +21,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/hiddeco/sshsig"
+	"golang.org/x/crypto/ssh"
 )
 
 // GitOptions configures StartGitServer. The zero value serves without auth.
@@ -91,8 +95,37 @@ type GitRepo struct {
 	name string
 	url  string
 
-	mu   sync.Mutex
-	repo *gogit.Repository
+	mu      sync.Mutex
+	repo    *gogit.Repository
+	signing GitSigning
+}
+
+// GitSigning says how a GitRepo signs what it creates. The zero value
+// signs nothing.
+type GitSigning struct {
+	// PGP signs commits and annotated tags with an OpenPGP key.
+	PGP *openpgp.Entity
+	// SSH signs commits with an SSH key, as git's gpg.format=ssh
+	// (namespace "git", SHA-512); it wins over PGP for commits.
+	SSH ssh.Signer
+}
+
+// Sign makes the commits and tags created from now on signed with s.
+func (r *GitRepo) Sign(s GitSigning) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.signing = s
+}
+
+// sshSigner signs Git objects as git does with gpg.format=ssh.
+type sshSigner struct{ ssh.Signer }
+
+func (s sshSigner) Sign(message io.Reader) ([]byte, error) {
+	sig, err := sshsig.Sign(message, s.Signer, sshsig.HashSHA512, "git")
+	if err != nil {
+		return nil, err
+	}
+	return sshsig.Armor(sig), nil
 }
 
 // URL returns the repository's HTTP URL, without credentials.
@@ -121,7 +154,11 @@ func (r *GitRepo) Commit(branch string, files map[string]string, msg string) (st
 	}
 	sig := signature
 	sig.When = time.Now()
-	h, err := w.Commit(msg, &gogit.CommitOptions{Author: &sig, AllowEmptyCommits: true})
+	co := &gogit.CommitOptions{Author: &sig, AllowEmptyCommits: true, SignKey: r.signing.PGP}
+	if r.signing.SSH != nil {
+		co.Signer = sshSigner{r.signing.SSH}
+	}
+	h, err := w.Commit(msg, co)
 	if err != nil {
 		return "", err
 	}
@@ -141,14 +178,15 @@ func (r *GitRepo) CommitDir(branch, dir, msg string) (string, error) {
 	return r.Commit(branch, files, msg)
 }
 
-// Tag creates an annotated tag on commit and pushes it.
+// Tag creates an annotated tag on commit and pushes it, signed with the
+// PGP key of Sign if one is set.
 func (r *GitRepo) Tag(name, commit string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sig := signature
 	sig.When = time.Now()
 	if _, err := r.repo.CreateTag(name, plumbing.NewHash(commit), &gogit.CreateTagOptions{
-		Tagger: &sig, Message: name,
+		Tagger: &sig, Message: name, SignKey: r.signing.PGP,
 	}); err != nil {
 		return err
 	}
@@ -224,4 +262,42 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Forge points branch at a copy of commit with msg for its message and
+// commit's signature, made for the original: a signature over other
+// content. It pushes the branch and returns the copy's SHA-1.
+func (r *GitRepo) Forge(branch, commit, msg string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.repo.CommitObject(plumbing.NewHash(commit))
+	if err != nil {
+		return "", err
+	}
+	forged := *c
+	forged.Message = msg
+	o := r.repo.Storer.NewEncodedObject()
+	if err := forged.Encode(o); err != nil {
+		return "", err
+	}
+	h, err := r.repo.Storer.SetEncodedObject(o)
+	if err != nil {
+		return "", err
+	}
+	ref := plumbing.NewBranchReferenceName(branch)
+	if err := r.repo.Storer.SetReference(plumbing.NewHashReference(ref, h)); err != nil {
+		return "", err
+	}
+	return h.String(), r.push(config.RefSpec("+" + ref + ":" + ref))
+}
+
+// TagHash returns the SHA-1 of the annotated tag object name.
+func (r *GitRepo) TagHash(name string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref, err := r.repo.Tag(name)
+	if err != nil {
+		return "", err
+	}
+	return ref.Hash().String(), nil
 }

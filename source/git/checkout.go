@@ -10,6 +10,7 @@ import (
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 
@@ -62,6 +63,7 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 		return Revision{}, classify(ctx, repoURL, err)
 	}
 	commit := want.Commit
+	var tag *object.Tag
 	if opts.Ref.Commit == "" {
 		// The reference may have moved since ls-remote: report what is fetched.
 		ref, err := repo.Reference(want.Ref, true)
@@ -69,8 +71,17 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 			return Revision{}, classify(ctx, repoURL, err)
 		}
 		commit = ref.Hash().String()
-		if tag, err := repo.TagObject(ref.Hash()); err == nil {
-			commit = tag.Target.String()
+		if t, err := repo.TagObject(ref.Hash()); err == nil {
+			commit, tag = t.Target.String(), t
+		}
+	}
+	if opts.Verify != nil {
+		c, err := signedCommit(repo, commit, tag, want.Ref)
+		if err != nil {
+			return Revision{}, classify(ctx, repoURL, err)
+		}
+		if err := opts.Verify(c); err != nil {
+			return Revision{}, err
 		}
 	}
 	return revision(want.Ref, commit, opts.Ref), checkoutCommit(ctx, repoURL, repo, commit, opts.sparse())

@@ -4,6 +4,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	fluxgit "github.com/fluxcd/pkg/git"
 )
 
 // Ref selects what to check out. The first non-empty field of Commit, Name,
@@ -71,6 +73,13 @@ type Options struct {
 	// spec.sparseCheckout: the artifact holds only them. Default: the
 	// whole tree.
 	SparseCheckout []string
+	// Verify, when set, is called with the fetched commit before its tree
+	// is checked out or anything is stored, as Flux's spec.verify: the
+	// commit carries its signature and its encoding without it, and, when
+	// the reference is a tag, ReferencingTag (with no hash for a
+	// lightweight tag). An error ends the fetch and is returned wrapped.
+	// Default: none.
+	Verify func(*fluxgit.Commit) error
 	// Include copies other trees into the work tree before it is archived,
 	// in order (Flux's spec.include). The revision stays the commit's; the
 	// artifact's digest covers the included files. Default: none.
