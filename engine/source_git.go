@@ -36,7 +36,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	gv, err := r.gitVerificationFor(ctx, obj)
-	if out, ok := recordVerification(obj, gv, err); !ok {
+	if out, refused := verificationRefused(obj, err); refused {
 		return out
 	}
 	if gv != nil {
@@ -57,12 +57,13 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 		opts.LastRevision = a.Revision
 	}
 	res, err := git.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
-	if out, ok := recordVerification(obj, gv, err); !ok {
+	if out, refused := verificationRefused(obj, err); refused {
 		return out
 	}
 	if err != nil {
 		return failed(sourcev1.GitOperationFailedReason, err)
 	}
+	gv.record(obj)
 	if res.Unchanged {
 		return succeeded("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
 	}

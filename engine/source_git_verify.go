@@ -167,24 +167,29 @@ func verifyGitObject(o gitSigned, keyRings, authorizedKeys []string) (string, er
 	}
 }
 
-// recordVerification writes the outcome of a fetch with gv into obj's
-// status: SourceVerified, the mode and the fingerprint on success; on a
-// failed verification, SourceVerified=False and the outcome Ready takes.
-// ok is false when err was a verification failure.
-func recordVerification(obj *sourcev1.GitRepository, gv *gitVerification, err error) (out outcome, ok bool) {
+// record writes a successful verification into obj's status:
+// SourceVerified, the mode and the fingerprint. Nothing when gv verified
+// nothing (no verification asked, or the fetch was skipped).
+func (gv *gitVerification) record(obj *sourcev1.GitRepository) {
+	if gv == nil || gv.message == "" {
+		return
+	}
+	mode := gv.mode
+	obj.Status.SourceVerificationMode = &mode
+	obj.Status.SourceVerificationFingerprint = gv.fingerprint
+	conditions.MarkTrue(obj, sourcev1.SourceVerifiedCondition, meta.SucceededReason, "%s", gv.message)
+}
+
+// verificationRefused marks SourceVerified=False when err is a failed
+// verification and returns the outcome Ready takes, with the same reason.
+func verificationRefused(obj conditions.Setter, err error) (outcome, bool) {
 	var f *verificationFailure
-	if errors.As(err, &f) {
-		conditions.MarkFalse(obj, sourcev1.SourceVerifiedCondition, f.reason, "%s", f.err)
-		if f.stall {
-			return stalled(f.reason, err), false
-		}
-		return failed(f.reason, err), false
+	if !errors.As(err, &f) {
+		return outcome{}, false
 	}
-	if err == nil && gv != nil && gv.message != "" {
-		mode := gv.mode
-		obj.Status.SourceVerificationMode = &mode
-		obj.Status.SourceVerificationFingerprint = gv.fingerprint
-		conditions.MarkTrue(obj, sourcev1.SourceVerifiedCondition, meta.SucceededReason, "%s", gv.message)
+	conditions.MarkFalse(obj, sourcev1.SourceVerifiedCondition, f.reason, "%s", f.err)
+	if f.stall {
+		return stalled(f.reason, err), true
 	}
-	return outcome{}, true
+	return failed(f.reason, err), true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -38,15 +39,32 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	if err != nil {
 		return failed(sourcev1.AuthenticationFailedReason, err)
 	}
+	ov, err := e.ociVerificationFor(ctx, fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name), obj.Namespace, obj.Spec.Verify)
+	if out, refused := verificationRefused(obj, err); refused {
+		return out
+	}
+	if ov == nil {
+		conditions.Delete(obj, sourcev1.SourceVerifiedCondition)
+		obj.Status.SourceVerificationFingerprint = ""
+	} else {
+		opts.Verify = ov.verifier(opts.Registry)
+	}
 	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
-		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && equalPtr(obj.Status.ObservedLayerSelector, obj.Spec.LayerSelector) {
+		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && equalPtr(obj.Status.ObservedLayerSelector, obj.Spec.LayerSelector) &&
+		ov.current(obj, obj.Generation, obj.Status.SourceVerificationFingerprint) {
 		// Built with the rules the spec asks for: an unchanged digest
 		// needs no pull.
 		opts.LastRevision = a.Revision
 	}
 	res, err := oci.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
+	if out, refused := verificationRefused(obj, err); refused {
+		return out
+	}
 	if err != nil {
 		return failed(sourcev1.OCIPullFailedReason, err)
+	}
+	if ov != nil && !res.Unchanged {
+		ov.record(obj, res.Revision.String, &obj.Status.SourceVerificationFingerprint)
 	}
 	if res.Unchanged {
 		return succeeded("stored artifact for digest '%s'", obj.Status.Artifact.Revision)
@@ -107,7 +125,9 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 // ociRepositoryUnsupported names the spec fields of obj that are set and not honoured.
 func ociRepositoryUnsupported(obj *sourcev1.OCIRepository) error {
 	return unsupported(sourcev1.OCIRepositoryKind,
-		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
+		fieldCheck{"spec.verify.provider: notation", obj.Spec.Verify != nil && obj.Spec.Verify.Provider == "notation"},
+		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil},
+		fieldCheck{"spec.verify.trustedRootSecretRef", obj.Spec.Verify != nil && obj.Spec.Verify.TrustedRootSecretRef != nil},
 		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
 		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
 	)

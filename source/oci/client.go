@@ -38,24 +38,51 @@ func repository(repoURL string, reg Registry) (*remote.Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	creds, err := parseDockerConfig(reg.DockerConfigJSON)
+	cred, err := reg.credentials(repo.Reference.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("oci %s: %w", repoURL, err)
 	}
-	basic := auth.StaticCredential(repo.Reference.Registry, auth.Credential{Username: reg.Username, Password: reg.Password})
 	repo.Client = &auth.Client{
 		Client: &http.Client{Transport: tr},
 		Cache:  auth.NewCache(),
-		Credential: func(ctx context.Context, host string) (auth.Credential, error) {
-			if reg.Username != "" {
-				if c, _ := basic(ctx, host); c != auth.EmptyCredential {
-					return c, nil
-				}
-			}
-			return creds[host], nil
+		Credential: func(_ context.Context, host string) (auth.Credential, error) {
+			return cred(host), nil
 		},
 	}
 	return repo, nil
+}
+
+// credentials returns what to present to each registry host: Username
+// and Password to the repository's registry, else DockerConfigJSON's
+// entry for the host.
+func (reg Registry) credentials(registry string) (func(host string) auth.Credential, error) {
+	creds, err := parseDockerConfig(reg.DockerConfigJSON)
+	if err != nil {
+		return nil, err
+	}
+	return func(host string) auth.Credential {
+		if reg.Username != "" && host == registry {
+			return auth.Credential{Username: reg.Username, Password: reg.Password}
+		}
+		return creds[host]
+	}, nil
+}
+
+// Client returns what Fetch reaches reg with for a repository on the
+// registry host:port registry: the HTTP transport (TLS config, proxy,
+// retries of transient failures) and the credential for each host (the
+// zero Credential is anonymous), for other clients of the same registry,
+// such as signature verification.
+func (reg Registry) Client(registry string) (http.RoundTripper, func(host string) auth.Credential, error) {
+	tr, err := reg.transport()
+	if err != nil {
+		return nil, nil, err
+	}
+	cred, err := reg.credentials(registry)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tr, cred, nil
 }
 
 // sharedTransport serves every registry without a TLS config or a proxy

@@ -71,6 +71,11 @@ func Fetch(ctx context.Context, store *source.Store, obj source.Object, repoURL 
 	if opts.LastRevision != "" && rev.String == opts.LastRevision {
 		return Result{Revision: rev, Unchanged: true}, nil
 	}
+	if opts.Verify != nil {
+		if err := opts.Verify(ctx, repo.Reference.Registry+"/"+repo.Reference.Repository+"@"+rev.Digest); err != nil {
+			return Result{Revision: rev}, fmt.Errorf("%s: %w", obj, err)
+		}
+	}
 	return storeLayer(ctx, store, obj, repo, repoURL, rev, opts)
 }
 

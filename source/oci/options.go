@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"context"
 	"crypto/tls"
 	"time"
 
@@ -81,6 +82,12 @@ type Options struct {
 	// while that artifact exists in the store and the layer selector and
 	// ignore patterns are unchanged. Default: none.
 	LastRevision string
+	// Verify, when set, is called by Fetch with the resolved manifest's
+	// digest reference ("host/repo@sha256:<hex>") before anything is
+	// pulled or stored, as Flux's spec.verify; an error ends the fetch and
+	// is returned wrapped. It is not called when the registry still resolves
+	// to LastRevision. Default: none.
+	Verify func(ctx context.Context, ref string) error
 	// Ignore holds extra .gitignore-syntax patterns applied when the
 	// layer is extracted. Default: none.
 	Ignore []string
