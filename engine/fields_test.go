@@ -72,7 +72,7 @@ var specFields = map[string]specFieldPolicy{
 		spec: reflect.TypeFor[sourcev1.OCIRepositorySpec](),
 		honoured: []string{
 			"url", "interval", "timeout", "ref.tag", "ref.semver", "ref.semverFilter", "ref.digest", "layerSelector", "secretRef",
-			"certSecretRef", "proxySecretRef", "insecure", "ignore", "suspend", "provider",
+			"certSecretRef", "proxySecretRef", "insecure", "ignore", "suspend", "provider", "verify.provider", "verify.secretRef",
 		},
 		check: func(spec reflect.Value) error {
 			return ociRepositoryUnsupported(&sourcev1.OCIRepository{Spec: spec.Interface().(sourcev1.OCIRepositorySpec)})

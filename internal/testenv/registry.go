@@ -241,3 +241,18 @@ func TarGz(files map[string]string, prefix string) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// CopyManifest copies the manifest tagged fromTag in repository from,
+// with the blobs it references, to toTag in repository to.
+func (r *Registry) CopyManifest(ctx context.Context, from, fromTag, to, toTag string) error {
+	src, err := r.Repository(from)
+	if err != nil {
+		return err
+	}
+	dst, err := r.Repository(to)
+	if err != nil {
+		return err
+	}
+	_, err = oras.Copy(ctx, src, fromTag, dst, toTag, oras.DefaultCopyOptions)
+	return err
+}

@@ -3,56 +3,17 @@ package verify_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	coptions "github.com/sigstore/cosign/v3/cmd/cosign/cli/options"
-	"github.com/sigstore/cosign/v3/cmd/cosign/cli/sign"
-	"github.com/sigstore/cosign/v3/pkg/cosign"
 
+	"github.com/cozystack/cozy-aio/internal/signtest"
 	"github.com/cozystack/cozy-aio/internal/testenv"
 	"github.com/cozystack/cozy-aio/source/oci"
 	"github.com/cozystack/cozy-aio/source/verify"
 )
-
-// cosignKey is a key pair as `cosign generate-key-pair` writes it.
-type cosignKey struct {
-	path string // the encrypted private key
-	pub  []byte // PEM
-}
-
-func newCosignKey(t *testing.T) cosignKey {
-	t.Helper()
-	keys, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte("pw"), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "cosign.key")
-	if err := os.WriteFile(path, keys.PrivateBytes, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return cosignKey{path: path, pub: keys.PublicBytes}
-}
-
-// sign signs ref with the cosign CLI's own code, offline: the v2
-// signature tag, or with bundle the v3 bundle as an OCI referrer.
-func (k cosignKey) sign(t *testing.T, ref string, bundle bool) {
-	t.Helper()
-	err := sign.SignCmd(context.Background(), &coptions.RootOptions{Timeout: time.Minute},
-		coptions.KeyOpts{KeyRef: k.path, PassFunc: func(bool) ([]byte, error) { return []byte("pw"), nil }},
-		coptions.SignOptions{
-			Upload: true, SkipConfirmation: true, TlogUpload: false, NewBundleFormat: bundle,
-			Registry: coptions.RegistryOptions{AllowInsecure: true, AllowHTTPRegistry: true},
-		}, []string{ref})
-	if err != nil {
-		t.Fatalf("signing %s: %v", ref, err)
-	}
-}
 
 // TestCosignVerifiesKeyedSignatures: a v2 signature and a v3 bundle made
 // with a trusted key verify; an unsigned artifact, one signed by another
@@ -72,11 +33,11 @@ func TestCosignVerifiesKeyedSignatures(t *testing.T) {
 		}
 		return reg.Host() + "/app@" + desc.Digest.String()
 	}
-	trusted, other := newCosignKey(t), newCosignKey(t)
+	trusted, other := signtest.NewCosignKey(t), signtest.NewCosignKey(t)
 	v2, v3, unsigned, byOther, forged := push("v2"), push("v3"), push("unsigned"), push("other"), push("forged")
-	trusted.sign(t, v2, false)
-	trusted.sign(t, v3, true)
-	other.sign(t, byOther, false)
+	trusted.Sign(t, v2, false)
+	trusted.Sign(t, v3, true)
+	other.Sign(t, byOther, false)
 	// The v2 signature of one digest, copied to the signature tag of another.
 	sigOf := func(ref string) string {
 		return reg.Host() + "/app:" + strings.Replace(ref[strings.Index(ref, "@")+1:], ":", "-", 1) + ".sig"
@@ -98,14 +59,14 @@ func TestCosignVerifiesKeyedSignatures(t *testing.T) {
 	}
 
 	r := oci.Registry{PlainHTTP: true}
-	keys := [][]byte{other.pub, trusted.pub}
+	keys := [][]byte{other.Public, trusted.Public}
 	for _, ref := range []string{v2, v3} {
 		if err := verify.Cosign(ctx, ref, keys, r); err != nil {
 			t.Errorf("%s, signed with a trusted key: %v", ref, err)
 		}
 	}
 	for what, ref := range map[string]string{"unsigned": unsigned, "signed by another key": byOther, "signature of another digest": forged} {
-		err := verify.Cosign(ctx, ref, [][]byte{trusted.pub}, r)
+		err := verify.Cosign(ctx, ref, [][]byte{trusted.Public}, r)
 		if !errors.Is(err, verify.ErrNoMatchingSignature) || !strings.Contains(err.Error(), "'"+ref+"'") {
 			t.Errorf("%s: %v, want %v naming %s", what, err, verify.ErrNoMatchingSignature, ref)
 		}
