@@ -39,7 +39,7 @@ var specFields = map[string]specFieldPolicy{
 		spec: reflect.TypeFor[helmv2.HelmReleaseSpec](),
 		honoured: []string{
 			"chart.metadata", "chart.spec.chart", "chart.spec.version", "chart.spec.sourceRef", "chart.spec.interval",
-			"chart.spec.reconcileStrategy", "chart.spec.valuesFiles", "chart.spec.ignoreMissingValuesFiles",
+			"chart.spec.reconcileStrategy", "chart.spec.valuesFiles", "chart.spec.ignoreMissingValuesFiles", "chart.spec.verify.provider", "chart.spec.verify.secretRef",
 			"chartRef", "interval", "releaseName", "targetNamespace", "storageNamespace", "serviceAccountName",
 			"dependsOn", "suspend", "timeout", "maxHistory", "values", "valuesFrom", "persistentClient", "postRenderers", "commonMetadata", "healthCheckExprs",
 			"install.timeout", "install.remediation", "install.strategy", "install.disableWait",
@@ -98,7 +98,7 @@ var specFields = map[string]specFieldPolicy{
 	sourcev1.HelmChartKind: {
 		spec: reflect.TypeFor[sourcev1.HelmChartSpec](),
 		honoured: []string{
-			"chart", "version", "sourceRef", "interval", "reconcileStrategy", "valuesFiles", "ignoreMissingValuesFiles", "suspend",
+			"chart", "version", "sourceRef", "interval", "reconcileStrategy", "valuesFiles", "ignoreMissingValuesFiles", "suspend", "verify.provider", "verify.secretRef",
 		},
 		check: func(spec reflect.Value) error {
 			return helmChartUnsupported(&sourcev1.HelmChart{Spec: spec.Interface().(sourcev1.HelmChartSpec)})

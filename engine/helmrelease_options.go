@@ -35,14 +35,17 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	}
 	// spec.chart.spec inlines an OCIRepository's spec: for kind
 	// OCIRepository the generated OCIRepository is reconciled as any other
-	// (verify, a cloud provider and a service account are not honoured
-	// there either); a HelmChart template honours only its own fields
-	// (and interval), and the CRD refuses the others with it.
+	// (a cloud provider, a service account, keyless and Notation
+	// verification are not honoured there either); a HelmChart template
+	// honours only its own fields (and interval, and verify with cosign
+	// keys), and the CRD refuses the others with it.
 	ts := tpl.Spec.OCIRepositorySpec
 	oci := tpl.Kind == sourcev1.OCIRepositoryKind
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.chart.kind (other than HelmChart or OCIRepository)", tpl.Kind != "" && tpl.Kind != sourcev1.HelmChartKind && !oci},
-		fieldCheck{"spec.chart.spec.verify", ts.Verify != nil},
+		fieldCheck{"spec.chart.spec.verify.provider: notation", ts.Verify != nil && ts.Verify.Provider == "notation"},
+		fieldCheck{"spec.chart.spec.verify without secretRef (keyless cosign)", ts.Verify != nil && ts.Verify.SecretRef == nil},
+		fieldCheck{"spec.chart.spec.verify.trustedRootSecretRef", ts.Verify != nil && ts.Verify.TrustedRootSecretRef != nil},
 		fieldCheck{"spec.chart.spec.provider", ts.Provider != "" && (!oci || ts.Provider != sourcev1.GenericOCIProvider)},
 		fieldCheck{"spec.chart.spec.serviceAccountName", ts.ServiceAccountName != ""},
 		fieldCheck{"spec.chart.spec.url", !oci && ts.URL != ""},

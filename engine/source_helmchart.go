@@ -15,6 +15,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,13 +69,16 @@ type builtChart struct {
 	sourceRevision string
 	packaged       bool
 	valuesFiles    []string
+	// verified is true when spec.verify checked the chart's signature.
+	verified bool
 }
 
 // helmChartUnsupported names the fields of a HelmChart the engine does
 // not honour.
 func helmChartUnsupported(obj *sourcev1.HelmChart) error {
 	return unsupported(sourcev1.HelmChartKind,
-		fieldCheck{"spec.verify", obj.Spec.Verify != nil},
+		fieldCheck{"spec.verify.provider: notation", obj.Spec.Verify != nil && obj.Spec.Verify.Provider == "notation"},
+		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil},
 	)
 }
 
@@ -93,7 +97,15 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 	src := nodeRef{Kind: sr.Kind, Namespace: obj.Namespace, Name: sr.Name}
 	edges := &chartEdges{g: e.graph, self: self}
 	edges.add(src)
+	// A verification is made again at every reconcile, as source-controller
+	// makes it: a failed one is not kept.
+	if obj.Spec.Verify == nil || conditions.IsFalse(obj, sourcev1.SourceVerifiedCondition) {
+		conditions.Delete(obj, sourcev1.SourceVerifiedCondition)
+	}
 	b, out, ok := r.build(ctx, obj, self, "", edges)
+	if b.verified {
+		conditions.MarkTrue(obj, sourcev1.SourceVerifiedCondition, meta.SucceededReason, "verified signature of version %s", b.version)
+	}
 	if !ok {
 		// The chart keeps waiting on the repositories of its dependencies
 		// too: the one that gets its artifact wakes it.
@@ -219,6 +231,10 @@ func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.
 	if repo.Spec.Type == sourcev1.HelmRepositoryTypeOCI {
 		return r.fromOCI(ctx, obj, self, repo, pin)
 	}
+	if obj.Spec.Verify != nil {
+		return builtChart{}, stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify; HelmRepository/%s/%s is of type default (source-controller ignores verify there; cozy-aio never ignores it)",
+			self, repo.Namespace, repo.Name)), false
+	}
 	repoRef := fmt.Sprintf("HelmRepository/%s/%s", repo.Namespace, repo.Name)
 	opts, err := e.helmRepoOptions(ctx, repo)
 	if err != nil {
@@ -339,6 +355,12 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 	}
 	version := strings.ReplaceAll(rev.Tag, "_", "+")
 	b := builtChart{name: obj.Spec.Chart, version: version}
+	if v := obj.Spec.Verify; v != nil {
+		if out, ok := e.verifyChart(ctx, obj, self, v, chartURL, rev.Digest, reg); !ok {
+			return builtChart{}, out, false
+		}
+		b.verified = true
+	}
 	if pin == "" && r.unchanged(obj, version) {
 		b.unchanged = true
 		return b, outcome{}, true
@@ -367,6 +389,10 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string, edges *chartEdges) (builtChart, outcome, bool) {
 	e := r.e
 	sr := obj.Spec.SourceRef
+	if obj.Spec.Verify != nil {
+		return builtChart{}, stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify, not a chart of a %s (source-controller ignores verify there; cozy-aio never ignores it)",
+			self, sr.Kind)), false
+	}
 	art, out, ok := e.sourceArtifact(ctx, self, sr.Kind, obj.Namespace, sr.Name)
 	if !ok {
 		return builtChart{}, out, false

@@ -108,3 +108,25 @@ func (ov *ociVerification) record(obj conditions.Setter, revision string, finger
 	conditions.MarkTrue(obj, sourcev1.SourceVerifiedCondition, meta.SucceededReason, "verified signature of revision %s", revision)
 	*fingerprint = ov.fingerprint
 }
+
+// verifyChart checks the cosign signature of the OCI chart chartURL at
+// digest with the keys v names, as source-controller checks a HelmChart's
+// at every reconcile, and marks SourceVerified=False on obj when it fails.
+func (e *Engine) verifyChart(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, v *sourcev1.HelmChartVerification,
+	chartURL, digest string, reg oci.Registry) (outcome, bool) {
+	ov, err := e.ociVerificationFor(ctx, self.String(), obj.Namespace, &sourcev1.OCIRepositoryVerification{Provider: v.Provider, SecretRef: v.SecretRef})
+	if err == nil && len(ov.keys) == 0 {
+		err = ov.refused(fmt.Errorf("no public keys found in secret '%s/%s'", obj.Namespace, v.SecretRef.Name))
+	}
+	if err != nil {
+		out, _ := verificationRefused(obj, fmt.Errorf("%s: %w", self, err))
+		return out, false
+	}
+	ref := strings.TrimPrefix(chartURL, "oci://") + "@" + digest
+	if err := verify.Cosign(ctx, ref, ov.keys, reg); err != nil {
+		err = fmt.Errorf("chart verification error: %w", err)
+		conditions.MarkFalse(obj, sourcev1.SourceVerifiedCondition, sourcev1.VerificationError, "%s", err)
+		return failed("ChartVerificationError", fmt.Errorf("%s: %w", self, err)), false
+	}
+	return outcome{}, true
+}

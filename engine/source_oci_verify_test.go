@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -149,5 +150,64 @@ func copySignature(t *testing.T, reg *testenv.Registry, from, to string) {
 	sigTag := func(ref string) string { return strings.Replace(ref[strings.Index(ref, "@")+1:], ":", "-", 1) + ".sig" }
 	if err := reg.CopyManifest(ctx, repoOf(from), sigTag(from), repoOf(to), sigTag(to)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHelmReleaseVerifiesChartSignatures: spec.chart.spec.verify reaches
+// the generated HelmChart, which installs only a chart of an OCI
+// HelmRepository signed by a key of the Secret (here a cosign v3 bundle),
+// with source-controller's conditions; a chart signed by another key and
+// an unsigned one are never installed.
+func TestHelmReleaseVerifiesChartSignatures(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, demoChart("1.0.0"), demoChart("2.0.0"), demoChart("3.0.0"))
+	trusted, other := signtest.NewCosignKey(t), signtest.NewCosignKey(t)
+	trusted.Sign(t, reg.Host()+"/charts/demo:1.0.0", true)
+	other.Sign(t, reg.Host()+"/charts/demo:2.0.0", false)
+	if err := cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cosign", Namespace: ns},
+		Data: map[string][]byte{"cosign.pub": trusted.Public}}); err != nil {
+		t.Fatal(err)
+	}
+	repo := helmRepository(ns, "charts", "oci://"+reg.Host()+"/charts")
+	repo.Spec.Type, repo.Spec.Insecure = sourcev1.HelmRepositoryTypeOCI, true
+	create(t, repo)
+	startEngine(t, engine.Options{})
+	release := func(name, version string) *sourcev1.HelmChart {
+		hr := chartRelease(ns, name, "charts", version)
+		hr.Spec.Chart.Spec.Verify = &sourcev1.OCIRepositoryVerification{Provider: "cosign", SecretRef: &meta.LocalObjectReference{Name: "cosign"}}
+		create(t, hr)
+		return &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name, Namespace: ns}}
+	}
+	good, byOther, unsigned := release("good", "1.0.0"), release("other", "2.0.0"), release("unsigned", "3.0.0")
+
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: ns}}
+	waitFor(t, hr, readyIs(hr, true), "Ready=True")
+	waitFor(t, good, readyIs(good, true), "Ready=True")
+	if c := conditions.Get(good, sourcev1.SourceVerifiedCondition); c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != meta.SucceededReason || c.Message != "verified signature of version 1.0.0" {
+		t.Fatalf("signed chart: SourceVerified = %+v", c)
+	}
+	for _, hc := range []*sourcev1.HelmChart{byOther, unsigned} {
+		waitFor(t, hc, readyIs(hc, false), "Ready=False")
+		want := "chart verification error: no matching signatures were found for '" + reg.Host() + "/charts/demo@sha256:"
+		c := conditions.Get(hc, sourcev1.SourceVerifiedCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != sourcev1.VerificationError || !strings.HasPrefix(c.Message, want) {
+			t.Fatalf("%s: SourceVerified = %+v, want False %s %q…", hc.Name, c, sourcev1.VerificationError, want)
+		}
+		if r, m := conditions.GetReason(hc, meta.ReadyCondition), conditions.GetMessage(hc, meta.ReadyCondition); r != "ChartVerificationError" ||
+			!strings.Contains(m, want) || !strings.Contains(m, "HelmChart/"+ns+"/"+hc.Name) {
+			t.Fatalf("%s: Ready %s %q", hc.Name, r, m)
+		}
+		if hc.Status.Artifact != nil {
+			t.Fatalf("%s: an unverified chart was stored: %+v", hc.Name, hc.Status.Artifact)
+		}
+	}
+	for _, name := range []string{"other", "unsigned"} {
+		hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		waitFor(t, hr, readyIs(hr, false), "Ready=False")
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-settings"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("%s: an unverified chart was installed (%v)", name, err)
+		}
 	}
 }
