@@ -43,8 +43,7 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	oci := tpl.Kind == sourcev1.OCIRepositoryKind
 	return unsupported(helmv2.HelmReleaseKind,
 		fieldCheck{"spec.chart.kind (other than HelmChart or OCIRepository)", tpl.Kind != "" && tpl.Kind != sourcev1.HelmChartKind && !oci},
-		fieldCheck{"spec.chart.spec.verify.provider: notation", ts.Verify != nil && ts.Verify.Provider == "notation"},
-		fieldCheck{"spec.chart.spec.verify without secretRef (keyless cosign)", ts.Verify != nil && ts.Verify.SecretRef == nil},
+		fieldCheck{"spec.chart.spec.verify without secretRef (keyless cosign)", ts.Verify != nil && ts.Verify.SecretRef == nil && ts.Verify.Provider != "notation"},
 		fieldCheck{"spec.chart.spec.verify.trustedRootSecretRef", ts.Verify != nil && ts.Verify.TrustedRootSecretRef != nil},
 		fieldCheck{"spec.chart.spec.provider", ts.Provider != "" && (!oci || ts.Provider != sourcev1.GenericOCIProvider)},
 		fieldCheck{"spec.chart.spec.serviceAccountName", ts.ServiceAccountName != ""},

@@ -77,8 +77,7 @@ type builtChart struct {
 // not honour.
 func helmChartUnsupported(obj *sourcev1.HelmChart) error {
 	return unsupported(sourcev1.HelmChartKind,
-		fieldCheck{"spec.verify.provider: notation", obj.Spec.Verify != nil && obj.Spec.Verify.Provider == "notation"},
-		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil},
+		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
 	)
 }
 
@@ -356,10 +355,11 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 	version := strings.ReplaceAll(rev.Tag, "_", "+")
 	b := builtChart{name: obj.Spec.Chart, version: version}
 	if v := obj.Spec.Verify; v != nil {
-		if out, ok := e.verifyChart(ctx, obj, self, v, chartURL, rev.Digest, reg); !ok {
+		var out outcome
+		var ok bool
+		if b.verified, out, ok = e.verifyChart(ctx, obj, self, v, chartURL, rev.Digest, reg); !ok {
 			return builtChart{}, out, false
 		}
-		b.verified = true
 	}
 	if pin == "" && r.unchanged(obj, version) {
 		b.unchanged = true

@@ -63,7 +63,7 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	if err != nil {
 		return failed(sourcev1.OCIPullFailedReason, err)
 	}
-	if ov != nil && !res.Unchanged {
+	if ov != nil && ov.verified {
 		ov.record(obj, res.Revision.String, &obj.Status.SourceVerificationFingerprint)
 	}
 	if res.Unchanged {
@@ -125,8 +125,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 // ociRepositoryUnsupported names the spec fields of obj that are set and not honoured.
 func ociRepositoryUnsupported(obj *sourcev1.OCIRepository) error {
 	return unsupported(sourcev1.OCIRepositoryKind,
-		fieldCheck{"spec.verify.provider: notation", obj.Spec.Verify != nil && obj.Spec.Verify.Provider == "notation"},
-		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil},
+		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
 		fieldCheck{"spec.verify.trustedRootSecretRef", obj.Spec.Verify != nil && obj.Spec.Verify.TrustedRootSecretRef != nil},
 		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
 		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},

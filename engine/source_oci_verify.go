@@ -17,19 +17,23 @@ import (
 )
 
 // ociVerification is the spec.verify of an OCIRepository or a HelmChart
-// made ready to use: cosign with the public keys of its Secret, and the
-// fingerprint source-controller records for them.
+// made ready to use: cosign with the public keys of its Secret, or
+// Notation with its trust policy and certificates, and the fingerprint
+// source-controller records for them.
 type ociVerification struct {
 	provider    string
-	keys        [][]byte
+	keys        [][]byte // cosign: the .pub values
+	trustPolicy []byte   // notation: trustpolicy.json
+	certs       [][]byte // notation: the .crt and .pem values
 	fingerprint string
-	// revision is the revision verified, once one is.
-	revision string
+	// verified is set once an artifact verified (Notation may let one
+	// through unverified, as its policy says).
+	verified bool
 }
 
-// ociVerificationFor reads the keys v names (nil v: nothing to verify).
-// Keyless cosign and Notation are refused before, by the unsupported
-// field checks.
+// ociVerificationFor reads the material v names (nil v: nothing to
+// verify). Keyless cosign is refused before, by the unsupported field
+// checks.
 func (e *Engine) ociVerificationFor(ctx context.Context, referrer, namespace string, v *sourcev1.OCIRepositoryVerification) (*ociVerification, error) {
 	if v == nil {
 		return nil, nil
@@ -38,39 +42,59 @@ func (e *Engine) ociVerificationFor(ctx context.Context, referrer, namespace str
 	if ov.provider == "" {
 		ov.provider = "cosign" // the CRD's default
 	}
-	var s *corev1.Secret
-	if v.SecretRef != nil {
-		var err error
-		if s, err = e.secret(ctx, referrer, namespace, v.SecretRef.Name); err != nil {
-			return nil, ov.refused(err)
+	if v.SecretRef == nil {
+		return nil, ov.refused(fmt.Errorf("verification secret cannot be empty: '%s'", referrer))
+	}
+	s, err := e.secret(ctx, referrer, namespace, v.SecretRef.Name)
+	if err != nil {
+		return nil, ov.refused(err)
+	}
+	for k, b := range s.Data {
+		switch {
+		case ov.provider == "notation" && (strings.HasSuffix(k, ".crt") || strings.HasSuffix(k, ".pem")):
+			ov.certs = append(ov.certs, b)
+		case ov.provider != "notation" && strings.HasSuffix(k, ".pub"):
+			ov.keys = append(ov.keys, b)
 		}
-		for k, b := range s.Data {
-			if strings.HasSuffix(k, ".pub") {
-				ov.keys = append(ov.keys, b)
-			}
+	}
+	if ov.provider == "notation" {
+		var ok bool
+		if ov.trustPolicy, ok = s.Data["trustpolicy.json"]; !ok {
+			return nil, ov.refused(fmt.Errorf("'trustpolicy.json' not found in secret '%s/%s'", s.Namespace, s.Name))
+		}
+		if len(ov.certs) == 0 {
+			return nil, ov.refused(fmt.Errorf("no certificates found in secret '%s/%s'", s.Namespace, s.Name))
 		}
 	}
 	ov.fingerprint = verificationMaterialFingerprint(ov.provider, s)
 	return ov, nil
 }
 
-// verificationMaterialFingerprint is the digest of the provider and the
-// public keys, whatever the Secret and its keys are named:
-// source-controller's status.sourceVerificationFingerprint for cosign.
+// verificationMaterialFingerprint is the digest of the provider and its
+// material, whatever the Secret and its keys are named:
+// source-controller's status.sourceVerificationFingerprint.
 func verificationMaterialFingerprint(provider string, s *corev1.Secret) string {
 	var b strings.Builder
 	b.WriteString("provider:" + provider + "\x00")
-	if s != nil {
-		var keys []string
-		for k, v := range s.Data {
-			if strings.HasSuffix(k, ".pub") {
-				keys = append(keys, string(v))
+	prefix, suffixes := "pub:", []string{".pub"}
+	if provider == "notation" {
+		if policy, ok := s.Data["trustpolicy.json"]; ok {
+			b.WriteString("trustpolicy:" + string(policy) + "\x00")
+		}
+		prefix, suffixes = "cert:", []string{".crt", ".pem"}
+	}
+	var material []string
+	for k, v := range s.Data {
+		for _, suffix := range suffixes {
+			if strings.HasSuffix(k, suffix) {
+				material = append(material, string(v))
+				break
 			}
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			b.WriteString("pub:" + k + "\x00")
-		}
+	}
+	sort.Strings(material)
+	for _, m := range material {
+		b.WriteString(prefix + m + "\x00")
 	}
 	return digest.Canonical.FromString(b.String()).String()
 }
@@ -95,11 +119,21 @@ func (ov *ociVerification) current(obj conditions.Getter, generation int64, fing
 // ov's keys, reaching the registry as reg says.
 func (ov *ociVerification) verifier(reg oci.Registry) func(ctx context.Context, ref string) error {
 	return func(ctx context.Context, ref string) error {
-		if err := verify.Cosign(ctx, ref, ov.keys, reg); err != nil {
+		verified, err := ov.check(ctx, ref, reg)
+		if err != nil {
 			return ov.refused(err)
 		}
+		ov.verified = verified
 		return nil
 	}
+}
+
+// check verifies ref with ov's provider and material.
+func (ov *ociVerification) check(ctx context.Context, ref string, reg oci.Registry) (bool, error) {
+	if ov.provider == "notation" {
+		return verify.Notation(ctx, ref, ov.trustPolicy, ov.certs, reg)
+	}
+	return true, verify.Cosign(ctx, ref, ov.keys, reg)
 }
 
 // record writes a successful verification of revision into obj's
@@ -109,24 +143,26 @@ func (ov *ociVerification) record(obj conditions.Setter, revision string, finger
 	*fingerprint = ov.fingerprint
 }
 
-// verifyChart checks the cosign signature of the OCI chart chartURL at
-// digest with the keys v names, as source-controller checks a HelmChart's
-// at every reconcile, and marks SourceVerified=False on obj when it fails.
+// verifyChart checks the signature of the OCI chart chartURL at digest
+// as v says, as source-controller checks a HelmChart's at every
+// reconcile, and marks SourceVerified=False on obj when it fails. verified
+// is false when a Notation policy let the chart through unverified.
 func (e *Engine) verifyChart(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, v *sourcev1.HelmChartVerification,
-	chartURL, digest string, reg oci.Registry) (outcome, bool) {
+	chartURL, digest string, reg oci.Registry) (verified bool, out outcome, ok bool) {
 	ov, err := e.ociVerificationFor(ctx, self.String(), obj.Namespace, &sourcev1.OCIRepositoryVerification{Provider: v.Provider, SecretRef: v.SecretRef})
-	if err == nil && len(ov.keys) == 0 {
+	if err == nil && ov.provider != "notation" && len(ov.keys) == 0 {
 		err = ov.refused(fmt.Errorf("no public keys found in secret '%s/%s'", obj.Namespace, v.SecretRef.Name))
 	}
 	if err != nil {
 		out, _ := verificationRefused(obj, fmt.Errorf("%s: %w", self, err))
-		return out, false
+		return false, out, false
 	}
 	ref := strings.TrimPrefix(chartURL, "oci://") + "@" + digest
-	if err := verify.Cosign(ctx, ref, ov.keys, reg); err != nil {
+	verified, err = ov.check(ctx, ref, reg)
+	if err != nil {
 		err = fmt.Errorf("chart verification error: %w", err)
 		conditions.MarkFalse(obj, sourcev1.SourceVerifiedCondition, sourcev1.VerificationError, "%s", err)
-		return failed("ChartVerificationError", fmt.Errorf("%s: %w", self, err)), false
+		return false, failed("ChartVerificationError", fmt.Errorf("%s: %w", self, err)), false
 	}
-	return outcome{}, true
+	return verified, outcome{}, true
 }

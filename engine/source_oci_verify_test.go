@@ -211,3 +211,66 @@ func TestHelmReleaseVerifiesChartSignatures(t *testing.T) {
 		}
 	}
 }
+
+// TestOCIRepositoryVerifiesNotationSignatures: provider notation takes the
+// trust policy and the CA certificates of the Secret: an artifact signed
+// under the trusted CA is verified, one signed under another CA is
+// refused, and the fingerprint covers the policy and the certificates.
+func TestOCIRepositoryVerifiesNotationSignatures(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg, err := testenv.StartRegistry(testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	trusted, other := signtest.NewNotationCA(t, "trusted"), signtest.NewNotationCA(t, "other")
+	for name, ca := range map[string]signtest.NotationCA{"signed": trusted, "other": other} {
+		desc, err := reg.PushArtifact(ctx, name, "v1", map[string]string{"cm.yaml": "kind: ConfigMap\n"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo, err := reg.Repository(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca.Sign(t, repo, reg.Host()+"/"+name+"@"+desc.Digest.String())
+	}
+	policy := `{"version":"1.0","trustPolicies":[{"name":"all","registryScopes":["*"],` +
+		`"signatureVerification":{"level":"strict"},"trustStores":["ca:flux"],"trustedIdentities":["*"]}]}`
+	if err := cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "notation", Namespace: ns},
+		Data: map[string][]byte{"trustpolicy.json": []byte(policy), "ca.crt": trusted.Root}}); err != nil {
+		t.Fatal(err)
+	}
+	startEngine(t, engine.Options{})
+	source := func(name string) *sourcev1.OCIRepository {
+		o := &sourcev1.OCIRepository{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: sourcev1.OCIRepositorySpec{
+				URL: "oci://" + reg.Host() + "/" + name, Insecure: true, Interval: &metav1.Duration{Duration: time.Hour},
+				Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
+				Verify:    &sourcev1.OCIRepositoryVerification{Provider: "notation", SecretRef: &meta.LocalObjectReference{Name: "notation"}},
+			},
+		}
+		create(t, o)
+		return o
+	}
+	signed, byOther := source("signed"), source("other")
+	waitFor(t, signed, readyIs(signed, true), "Ready=True")
+	c := conditions.Get(signed, sourcev1.SourceVerifiedCondition)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Message != "verified signature of revision "+signed.Status.Artifact.Revision {
+		t.Fatalf("signed under the trusted CA: SourceVerified = %+v", c)
+	}
+	want := digest.Canonical.FromString("provider:notation\x00trustpolicy:" + policy + "\x00cert:" + string(trusted.Root) + "\x00").String()
+	if signed.Status.SourceVerificationFingerprint != want {
+		t.Fatalf("fingerprint %q, want %q", signed.Status.SourceVerificationFingerprint, want)
+	}
+	waitFor(t, byOther, readyIs(byOther, false), "Ready=False")
+	if c := conditions.Get(byOther, sourcev1.SourceVerifiedCondition); c == nil || c.Status != metav1.ConditionFalse ||
+		c.Reason != sourcev1.VerificationError || !strings.HasPrefix(c.Message, "failed to verify the signature using provider 'notation': ") {
+		t.Fatalf("signed under another CA: SourceVerified = %+v", c)
+	}
+	if byOther.Status.Artifact != nil {
+		t.Fatalf("an unverified artifact was stored: %+v", byOther.Status.Artifact)
+	}
+}

@@ -52,6 +52,14 @@ func repository(repoURL string, reg Registry) (*remote.Repository, error) {
 	return repo, nil
 }
 
+// Repository opens an oras-go client for the repository repoURL
+// ("oci://host/repo" or "host/repo") that reaches it as Fetch does, with
+// reg's transport and credentials, for other clients of the same
+// registry, such as signature verification.
+func Repository(repoURL string, reg Registry) (*remote.Repository, error) {
+	return repository(repoURL, reg)
+}
+
 // credentials returns what to present to each registry host: Username
 // and Password to the repository's registry, else DockerConfigJSON's
 // entry for the host.
