@@ -86,4 +86,3 @@ func verified(ctx context.Context, r name.Reference, co *cosign.CheckOpts, nameO
 	}
 	return err == nil && len(sigs) > 0
 }
-
