@@ -1,13 +1,17 @@
 package verify_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
 
 	"github.com/cozystack/cozy-aio/internal/signtest"
 	"github.com/cozystack/cozy-aio/internal/testenv"
@@ -58,6 +62,10 @@ func TestCosignVerifiesKeyedSignatures(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The v3 bundle of one digest, attached as a referrer of another.
+	forgedBundle := push("forged-bundle")
+	moveReferrer(t, reg, v3, forgedBundle)
+
 	r := oci.Registry{PlainHTTP: true}
 	keys := [][]byte{other.Public, trusted.Public}
 	for _, ref := range []string{v2, v3} {
@@ -65,7 +73,7 @@ func TestCosignVerifiesKeyedSignatures(t *testing.T) {
 			t.Errorf("%s, signed with a trusted key: %v", ref, err)
 		}
 	}
-	for what, ref := range map[string]string{"unsigned": unsigned, "signed by another key": byOther, "signature of another digest": forged} {
+	for what, ref := range map[string]string{"unsigned": unsigned, "signed by another key": byOther, "signature of another digest": forged, "bundle of another digest": forgedBundle} {
 		err := verify.Cosign(ctx, ref, [][]byte{trusted.Public}, r)
 		if !errors.Is(err, verify.ErrNoMatchingSignature) || !strings.Contains(err.Error(), "'"+ref+"'") {
 			t.Errorf("%s: %v, want %v naming %s", what, err, verify.ErrNoMatchingSignature, ref)
@@ -73,5 +81,44 @@ func TestCosignVerifiesKeyedSignatures(t *testing.T) {
 	}
 	if err := verify.Cosign(ctx, v2, [][]byte{[]byte("not a key")}, r); err == nil || errors.Is(err, verify.ErrNoMatchingSignature) {
 		t.Errorf("a Secret value that is no public key: %v, want an error of its own", err)
+	}
+}
+
+// moveReferrer attaches a copy of from's referrer (its cosign bundle) to
+// to: a bundle whose statement is about another digest.
+func moveReferrer(t *testing.T, reg *testenv.Registry, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	repo, err := reg.Repository("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolve := func(ref string) ocispec.Descriptor {
+		d, err := repo.Resolve(ctx, ref[strings.Index(ref, "@")+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var refs []ocispec.Descriptor
+	if err := repo.Referrers(ctx, resolve(from), "", func(r []ocispec.Descriptor) error { refs = append(refs, r...); return nil }); err != nil || len(refs) != 1 {
+		t.Fatalf("referrers of %s: %v %v", from, refs, err)
+	}
+	raw, err := content.FetchAll(ctx, repo, refs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	subject := resolve(to)
+	m.Subject = &subject
+	raw, err = json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Push(ctx, content.NewDescriptorFromBytes(m.MediaType, raw), bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
 	}
 }
