@@ -144,6 +144,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./apply/decrypt/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./engine/cluster/
 	$(GO) test -run '^$$' -fuzz '^FuzzCacheTransform$$' -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzSignedContent$$' -fuzztime $(FUZZTIME) ./source/verify/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:
