@@ -98,6 +98,27 @@ func (cs ChangeSet) Stale(previous Inventory) []health.ObjectRef {
 	return previous.Stale(keep)
 }
 
+// Log returns what changed, one "Kind/namespace/name action" line per
+// object created, configured or deleted (for Skipped too with skipped),
+// as kustomize-controller's change-set events list them; empty when
+// nothing changed.
+func (cs ChangeSet) Log(skipped bool) string {
+	var lines []string
+	for _, c := range cs.Changes {
+		switch c.Action {
+		case Created, Configured, Deleted:
+		case Skipped:
+			if !skipped {
+				continue
+			}
+		default:
+			continue
+		}
+		lines = append(lines, c.Object.String()+" "+string(c.Action))
+	}
+	return strings.Join(lines, "\n")
+}
+
 // String returns one line per change.
 func (cs ChangeSet) String() string {
 	var b strings.Builder

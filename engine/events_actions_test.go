@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +63,62 @@ func TestEventsNameFluxStages(t *testing.T) {
 	if e := hook.find(func(e eventv1.Event) bool { return e.Action == "" }); e != nil {
 		t.Errorf("an event without an action: %+v", e)
 	}
+}
+
+// TestKustomizationEventsListTheChangeSet: as kustomize-controller, a
+// Kustomization reports what an apply changed (action Apply) and what a
+// prune deleted (action Prune), one "Kind/namespace/name action" line per
+// object, reason Progressing; an apply that changes nothing reports
+// nothing.
+func TestKustomizationEventsListTheChangeSet(t *testing.T) {
+	ns := cp.Namespace(t)
+	hook := newHookServer(t, "", http.StatusOK)
+	startEngine(t, engine.Options{})
+	createObjects(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns}, StringData: map[string]string{"address": hook.URL}},
+		&notifyv1beta3.Provider{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
+			Spec: notifyv1beta3.ProviderSpec{Type: "generic", SecretRef: &meta.LocalObjectReference{Name: "hook"}}},
+		&notifyv1beta3.Alert{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: ns},
+			Spec: notifyv1beta3.AlertSpec{ProviderRef: meta.LocalObjectReference{Name: "hook"}, EventSeverity: "info",
+				EventSources: []notifyv1.CrossNamespaceObjectReference{{Kind: "Kustomization", Name: "*"}}}},
+	)
+	repo, gr := gitSource(t, ns, "apps", map[string]string{"deploy/a.yaml": configMap("a", ns), "deploy/b.yaml": configMap("b", ns)})
+	ks := kustomization(ns, "apps", "apps", "./deploy")
+	createObjects(t, ks)
+	event := func(action, msg string) {
+		t.Helper()
+		eventually(t, 90*time.Second, "an event "+action+" "+msg, func() bool {
+			return hook.find(func(e eventv1.Event) bool {
+				return e.InvolvedObject.Name == "apps" && e.Action == action && e.Message == msg &&
+					e.Reason == meta.ProgressingReason && e.Severity == eventv1.EventSeverityInfo
+			}) != nil
+		})
+	}
+	event(string(kustomizev1.ActionApply), "ConfigMap/"+ns+"/a created\nConfigMap/"+ns+"/b created")
+
+	changed := strings.Replace(configMap("b", ns), "value", "changed", 1)
+	if _, err := repo.Commit("main", map[string]string{"deploy/b.yaml": changed}, "b changed, a gone"); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, gr)
+	event(string(kustomizev1.ActionApply), "ConfigMap/"+ns+"/b configured")
+	event(string(kustomizev1.ActionPrune), "ConfigMap/"+ns+"/a deleted")
+
+	// Applied again unchanged: no change set to report.
+	before := len(hook.all())
+	requestReconcile(t, ks)
+	waitFor(t, ks, func() bool { return ks.Status.LastHandledReconcileAt != "" && readyIs(ks, true)() }, "the request handled")
+	time.Sleep(2 * time.Second) // events are delivered asynchronously
+	for _, e := range hook.all()[before:] {
+		if e.Action == string(kustomizev1.ActionApply) || e.Action == string(kustomizev1.ActionPrune) {
+			t.Fatalf("an apply that changed nothing reported %s %q", e.Action, e.Message)
+		}
+	}
+}
+
+// all returns the events received so far.
+func (h *hookServer) all() []eventv1.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]eventv1.Event(nil), h.events...)
 }

@@ -233,7 +233,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		state = helm.State{}
 	}
 	rel := helm.Release{
-		Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
+		Name: releaseName(obj), Namespace: obj.GetReleaseNamespace(),
 		StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 		ServiceAccountNamespace: obj.Namespace,
 	}
@@ -268,10 +268,15 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	if err != nil {
 		setReleaseFailed(obj, res, rel, err)
+		setRemediated(obj, res, rel)
 		if res.Next.Kind == helm.NextStalled {
 			return retriesExceeded(obj, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err)).at(stage)
 		}
 		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).at(stage)
+		if c := conditions.Get(obj, helmv2.RemediatedCondition); c != nil {
+			// helm-controller's summary: Ready says the remedy.
+			o.reason, o.message = c.Reason, c.Message
+		}
 		o.requeueAfter = res.Next.After
 		if errors.Is(err, helm.ErrRecordConflict) && o.requeueAfter <= 0 {
 			// Another holder wrote the release since it was read (a shard
@@ -316,6 +321,9 @@ func retriesExceeded(obj *helmv2.HelmRelease, err error) outcome {
 		(c.Reason == helmv2.InstallFailedReason || c.Reason == helmv2.UpgradeFailedReason) {
 		out.reason, out.message = c.Reason, c.Message
 	}
+	if c := conditions.Get(obj, helmv2.RemediatedCondition); c != nil {
+		out.reason, out.message = c.Reason, c.Message
+	}
 	a := obj.Status.LastAttemptedReleaseAction
 	n := obj.Status.InstallFailures
 	if a == helmv2.ReleaseActionUpgrade {
@@ -352,6 +360,38 @@ func setReleaseFailed(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Releas
 		conditions.MarkFalse(obj, helmv2.ReleasedCondition, reason, "Helm %s failed for release %s/%s with chart %s@%s: %s",
 			a, rel.Namespace, rel.Name, name, obj.Status.LastAttemptedRevision, err.Error())
 		return
+	}
+}
+
+// setRemediated sets the Remediated condition as helm-controller does
+// when a failed install, upgrade or test was remedied in this reconcile:
+// True after a rollback to the previous release or an uninstall, False
+// when the remedy failed. Ready then says the remedy (helm-controller's
+// summary puts Remediated first).
+func setRemediated(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) {
+	if len(res.Steps) == 0 {
+		return
+	}
+	st := res.Steps[len(res.Steps)-1]
+	if st.Remedied == 0 || (st.Action != helm.ActionRollback && st.Action != helm.ActionUninstall) {
+		return
+	}
+	name, version := splitChart(st.RemediedChart)
+	release := fmt.Sprintf("%s/%s.v%d", rel.Namespace, rel.Name, st.Remedied)
+	chart := name + "@" + version
+	switch {
+	case st.Action == helm.ActionRollback && st.Err == nil:
+		conditions.MarkTrue(obj, helmv2.RemediatedCondition, helmv2.RollbackSucceededReason,
+			"Helm rollback to previous release %s with chart %s succeeded", release, chart)
+	case st.Action == helm.ActionRollback:
+		conditions.MarkFalse(obj, helmv2.RemediatedCondition, helmv2.RollbackFailedReason,
+			"Helm rollback to previous release %s with chart %s failed: %s", release, chart, strings.TrimSpace(st.Err.Error()))
+	case st.Err == nil:
+		conditions.MarkTrue(obj, helmv2.RemediatedCondition, helmv2.UninstallSucceededReason,
+			"Helm uninstall remediation for release %s with chart %s succeeded", release, chart)
+	default:
+		conditions.MarkFalse(obj, helmv2.RemediatedCondition, helmv2.UninstallFailedReason,
+			"Helm uninstall remediation for release %s with chart %s failed: %s", release, chart, strings.TrimSpace(st.Err.Error()))
 	}
 }
 
@@ -432,7 +472,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 			// says what may be left behind.
 			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, string(helmv2.ActionHelmUninstall),
 				"skipped the uninstall of release %s/%s: spec.kubeConfig %s is gone (%v); its objects may be left in the remote cluster",
-				obj.GetReleaseNamespace(), obj.GetReleaseName(), kubeConfigName(obj.Spec.KubeConfig), err)
+				obj.GetReleaseNamespace(), releaseName(obj), kubeConfigName(obj.Spec.KubeConfig), err)
 			return 0, e.releaseFinalizer(ctx, obj, self)
 		}
 		if err != nil {
@@ -442,7 +482,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 		if err != nil {
 			return 0, err
 		}
-		rel := helm.Release{Name: obj.GetReleaseName(), Namespace: obj.GetReleaseNamespace(),
+		rel := helm.Release{Name: releaseName(obj), Namespace: obj.GetReleaseNamespace(),
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
 		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {

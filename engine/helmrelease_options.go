@@ -553,3 +553,15 @@ func rollbackOptions(obj *helmv2.HelmRelease) *helm.RollbackOptions {
 		MaxHistory:    obj.GetMaxHistory(),
 	}
 }
+
+// releaseName is the Helm release name of obj as helm-controller names
+// it: spec.releaseName, else [<targetNamespace>-]<name>, shortened when
+// longer than Helm's 53 characters to its first 40, a dash and the first
+// 12 hex digits of its SHA-256.
+func releaseName(obj *helmv2.HelmRelease) string {
+	name := obj.GetReleaseName()
+	if len(name) <= 53 {
+		return name
+	}
+	return fmt.Sprintf("%s-%x", name[:40], sha256.Sum256([]byte(name)))[:53]
+}

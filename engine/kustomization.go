@@ -106,10 +106,13 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if err != nil {
 		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, remoteError(target.Source, err)))
 	}
+	r.changeSetEvent(obj, kustomizev1.ActionApply, cs.Log(false))
 	next := cs.Inventory()
 	if obj.Spec.Prune && obj.Status.Inventory != nil {
 		stale := cs.Stale(inventoryOf(obj.Status.Inventory))
-		if _, err := applier.Prune(ctx, stale, apply.PruneOptions{Owner: owner}); err != nil {
+		pruned, err := applier.Prune(ctx, stale, apply.PruneOptions{Owner: owner})
+		r.changeSetEvent(obj, kustomizev1.ActionPrune, pruned.Log(true))
+		if err != nil {
 			obj.Status.Inventory = toFluxInventory(next)
 			return failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, remoteError(target.Source, err)))
 		}
@@ -124,6 +127,17 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
 	}
 	return waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d objects to become ready", art.Revision, len(checks)), 0)
+}
+
+// changeSetEvent records what an apply or a prune changed, as
+// kustomize-controller's Apply and Prune events do: a Normal event with
+// the reason Ready has while a reconcile is in progress (Progressing, which
+// commit status providers skip), and one line per object. Nothing when
+// nothing changed.
+func (r *kustomizationReconciler) changeSetEvent(obj *kustomizev1.Kustomization, action kustomizev1.Action, log string) {
+	if log != "" {
+		r.e.recorder.Eventf(obj, nil, corev1.EventTypeNormal, meta.ProgressingReason, string(action), "%s", log)
+	}
 }
 
 func revisionIfReady(out outcome, rev, prev string) string {

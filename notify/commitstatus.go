@@ -79,7 +79,9 @@ func (s *commitStatus) statusContext(ev *Event) string {
 
 func (s *commitStatus) post(ctx context.Context, ev *Event) error {
 	sha, ok := commitSHA(ev)
-	if !ok {
+	if !ok || ev.Reason == "Progressing" {
+		// A reconcile in progress (a change set, a wait) is no result to
+		// report on the commit, as Flux's git providers skip it.
 		return nil
 	}
 	desc := ev.Message

@@ -231,6 +231,27 @@ func TestCommitStatusSkipsEventsWithoutACommit(t *testing.T) {
 	}
 }
 
+// TestCommitStatusSkipsAReconcileInProgress: an event with reason
+// Progressing (a change set, a wait) sets no commit status, as Flux's git
+// providers skip it; the same event with a result does.
+func TestCommitStatusSkipsAReconcileInProgress(t *testing.T) {
+	rec := newRecorder(t)
+	s, err := newSender(Provider{Type: TypeGitHub, Address: rec.URL + "/org/app", Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := sampleEvent()
+	e.Metadata = map[string]string{"revision": "main@sha1:" + strings.Repeat("ab", 20)}
+	e.Reason = "Progressing"
+	if err := s.post(context.Background(), e); err != nil || len(rec.got()) != 0 {
+		t.Fatalf("Progressing: err %v, %d requests", err, len(rec.got()))
+	}
+	e.Reason = "ReconciliationSucceeded"
+	if err := s.post(context.Background(), e); err != nil || len(rec.got()) != 1 {
+		t.Fatalf("a result: err %v, %d requests", err, len(rec.got()))
+	}
+}
+
 func TestNewSenderRejects(t *testing.T) {
 	for _, c := range []struct {
 		p    Provider

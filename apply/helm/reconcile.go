@@ -289,7 +289,16 @@ func (s *session) failure(o ReconcileOptions, a Action, pol Remediation, err err
 	ro := o.remedy()
 	o.starting(plan.Remedy, timeoutOr(ro.Timeout))
 	r, ra, rerr := s.remedy(h, plan.Remedy, ro, o.Uninstall)
-	out.Steps = append(out.Steps, resultOf(ra, r))
+	res := resultOf(ra, r)
+	subject := h.latest()
+	if ra == ActionRollback {
+		subject = goodRevision(h)
+	}
+	if subject != nil {
+		res.Remedied, res.RemediedChart = subject.Version, resultOf(ra, subject).Chart
+	}
+	res.Err = rerr
+	out.Steps = append(out.Steps, res)
 	return errors.Join(err, rerr)
 }
 

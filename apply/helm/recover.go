@@ -83,18 +83,22 @@ func (s *session) recoverPending(o RollbackOptions) ([]Result, error) {
 	return steps, err
 }
 
+// goodRevision is the newest revision before the latest that was deployed
+// (deployed or superseded): what a rollback returns to; nil when none.
+func goodRevision(h history) *releasev1.Release {
+	for _, r := range h[1:] {
+		if st := statusOf(r); st == rcommon.StatusDeployed || st == rcommon.StatusSuperseded {
+			return r
+		}
+	}
+	return nil
+}
+
 // remedy rolls back to the newest good revision, or uninstalls when the
 // remedy is an uninstall or there is no good revision: with un, or else
 // with the rollback's timeout, wait and hooks.
 func (s *session) remedy(h history, want Action, o RollbackOptions, un *UninstallOptions) (*releasev1.Release, Action, error) {
-	var target *releasev1.Release
-	for _, r := range h[1:] {
-		if st := statusOf(r); st == rcommon.StatusDeployed || st == rcommon.StatusSuperseded {
-			target = r
-			break
-		}
-	}
-	if want == ActionRollback && target != nil {
+	if target := goodRevision(h); want == ActionRollback && target != nil {
 		o.Revision = target.Version
 		r, err := s.rollback(o)
 		return r, ActionRollback, err

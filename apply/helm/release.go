@@ -92,6 +92,14 @@ type Result struct {
 	// FirstDeployed and LastDeployed are when Helm recorded the release
 	// first and this revision last deployed; zero when unknown.
 	FirstDeployed, LastDeployed time.Time
+	// Remedied, for a rollback or an uninstall that remedied a failed
+	// install, upgrade or test, is the revision it acted on: the revision
+	// rolled back to, or the failed revision uninstalled; RemediedChart is
+	// that revision's chart (name-version). 0 for every other step.
+	Remedied      int
+	RemediedChart string
+	// Err is the error of a remedy that failed; nil otherwise.
+	Err error
 }
 
 func resultOf(a Action, rel *releasev1.Release) Result {
