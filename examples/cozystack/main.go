@@ -124,7 +124,7 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 1, "how many cozy-aio replicas (leader election, shared Helm shards) run: with -flux-dir -switch, the ones that take over from Flux; without -flux-dir, the ones Flux takes over from with -switch")
 	flag.BoolVar(&o.troubled, "troubled", false, "also run three troubled HelmReleases in "+switchover.TroubledNamespace+": one whose install fails, one whose upgrade fails, one whose install waits 30 minutes (pending-install when the engine stops)")
 	flag.StringVar(&o.recordTroubled, "record-troubled", "", "with -troubled and -flux-dir: once they are in their states, write the fixtures of the troubled HelmReleases to this file")
-	flag.StringVar(&o.fluxCLI, "flux-cli", "", "with -switch: a flux CLI binary; `flux get helmreleases -A` and `flux get kustomizations -A` are compared before and after the switch")
+	flag.StringVar(&o.fluxCLI, "flux-cli", "", "with -switch: a flux CLI binary; `flux get helmreleases -A`, `flux get kustomizations -A` and `flux trace` of six ConfigMaps are compared before and after the switch")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -441,7 +441,10 @@ func run(ctx context.Context, o options) error {
 		}
 		var cli func() []string
 		if o.fluxCLI != "" {
-			cli = func() []string { return fluxGet(ctx, o.fluxCLI, cluster.Kubeconfig, say) }
+			traced := traceTargets(ctx, dyn)
+			cli = func() []string {
+				return append(fluxGet(ctx, o.fluxCLI, cluster.Kubeconfig, say), fluxTrace(ctx, o.fluxCLI, cluster.Kubeconfig, traced, say)...)
+			}
 		}
 		if err := switchOver(ctx, cluster.Config, cs, dyn, to, takeOver, cli, say); err != nil {
 			return err
@@ -671,6 +674,55 @@ func fluxGet(ctx context.Context, flux, kubeconfig string, say func(string, ...a
 	return rows
 }
 
+// traceTargets picks the objects `flux trace` follows across a switch:
+// the first three ConfigMaps (by namespace and name) that Helm applied and
+// the first three a Kustomization applied, the troubled releases' left out.
+func traceTargets(ctx context.Context, dyn dynamic.Interface) []string {
+	picked := map[string][]string{}
+	var keys []string
+	for k := range objectVersions(ctx, dyn) {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		applier, ref, _ := strings.Cut(k, " ")
+		ref, ok := strings.CutPrefix(ref, "configmaps/")
+		if !ok || strings.HasPrefix(ref, switchover.TroubledNamespace+"/") || len(picked[applier]) == 3 {
+			continue
+		}
+		picked[applier] = append(picked[applier], ref)
+	}
+	var out []string
+	for _, refs := range picked {
+		out = append(out, refs...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fluxTrace is the lines of `flux trace` for each object ("<ns>/<name>"
+// of a ConfigMap), prefixed with it, but the "Last reconciled at" times,
+// which move whichever engine reconciles.
+func fluxTrace(ctx context.Context, flux, kubeconfig string, objects []string, say func(string, ...any)) []string {
+	var rows []string
+	for _, o := range objects {
+		ns, name, _ := strings.Cut(o, "/")
+		out, err := exec.CommandContext(ctx, flux, "--kubeconfig="+kubeconfig, "trace", "-n", ns, "configmap", name).Output()
+		if err != nil {
+			say("flux trace %s: %v", o, err)
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 0 || (len(f) > 2 && f[0] == "Status:" && f[1] == "Last" && f[2] == "reconciled") {
+				continue
+			}
+			rows = append(rows, "trace "+o+" "+strings.Join(f, " "))
+		}
+	}
+	return rows
+}
+
 // compareRows says how many of `flux get`'s rows the switch changed,
 // with the first few before and after, and returns that number; with a
 // nil say it only counts.
@@ -688,7 +740,7 @@ func compareRows(before, after []string, say func(string, ...any)) int {
 	if say == nil {
 		return len(changed)
 	}
-	say("switch: flux get helmreleases/kustomizations -A: %d rows before, %d after, %d after differ from every row before", len(before), len(after), len(changed))
+	say("switch: flux get helmreleases/kustomizations -A, flux trace: %d rows before, %d after, %d after differ from every row before", len(before), len(after), len(changed))
 	for i, r := range changed {
 		if i == 5 {
 			break
