@@ -29,14 +29,7 @@ func TestEventsNameFluxStages(t *testing.T) {
 	hook := newHookServer(t, "", http.StatusOK)
 	reg := chartRegistry(t, demoChart("1.0.0"))
 	startEngine(t, engine.Options{})
-	createObjects(t,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns}, StringData: map[string]string{"address": hook.URL}},
-		&notifyv1beta3.Provider{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
-			Spec: notifyv1beta3.ProviderSpec{Type: "generic", SecretRef: &meta.LocalObjectReference{Name: "hook"}}},
-		&notifyv1beta3.Alert{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: ns},
-			Spec: notifyv1beta3.AlertSpec{ProviderRef: meta.LocalObjectReference{Name: "hook"}, EventSeverity: "info",
-				EventSources: []notifyv1.CrossNamespaceObjectReference{{Kind: "HelmRelease", Name: "*"}, {Kind: "Kustomization", Name: "*"}}}},
-	)
+	alertTo(t, ns, hook, "HelmRelease", "Kustomization")
 	installed := helmRelease(ns, "app", "demo")
 	waits := helmRelease(ns, "waits", "demo")
 	waits.Spec.DependsOn = []helmv2.DependencyReference{{Name: "absent"}}
@@ -74,14 +67,7 @@ func TestKustomizationEventsListTheChangeSet(t *testing.T) {
 	ns := cp.Namespace(t)
 	hook := newHookServer(t, "", http.StatusOK)
 	startEngine(t, engine.Options{})
-	createObjects(t,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns}, StringData: map[string]string{"address": hook.URL}},
-		&notifyv1beta3.Provider{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
-			Spec: notifyv1beta3.ProviderSpec{Type: "generic", SecretRef: &meta.LocalObjectReference{Name: "hook"}}},
-		&notifyv1beta3.Alert{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: ns},
-			Spec: notifyv1beta3.AlertSpec{ProviderRef: meta.LocalObjectReference{Name: "hook"}, EventSeverity: "info",
-				EventSources: []notifyv1.CrossNamespaceObjectReference{{Kind: "Kustomization", Name: "*"}}}},
-	)
+	alertTo(t, ns, hook, "Kustomization")
 	repo, gr := gitSource(t, ns, "apps", map[string]string{"deploy/a.yaml": configMap("a", ns), "deploy/b.yaml": configMap("b", ns)})
 	ks := kustomization(ns, "apps", "apps", "./deploy")
 	createObjects(t, ks)
@@ -121,4 +107,21 @@ func (h *hookServer) all() []eventv1.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]eventv1.Event(nil), h.events...)
+}
+
+// alertTo creates a generic Provider posting to hook and an Alert that
+// sends it every event, info included, of the objects of kinds in ns.
+func alertTo(t *testing.T, ns string, hook *hookServer, kinds ...string) {
+	t.Helper()
+	var sources []notifyv1.CrossNamespaceObjectReference
+	for _, k := range kinds {
+		sources = append(sources, notifyv1.CrossNamespaceObjectReference{Kind: k, Name: "*"})
+	}
+	createObjects(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns}, StringData: map[string]string{"address": hook.URL}},
+		&notifyv1beta3.Provider{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
+			Spec: notifyv1beta3.ProviderSpec{Type: "generic", SecretRef: &meta.LocalObjectReference{Name: "hook"}}},
+		&notifyv1beta3.Alert{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: ns},
+			Spec: notifyv1beta3.AlertSpec{ProviderRef: meta.LocalObjectReference{Name: "hook"}, EventSeverity: "info", EventSources: sources}},
+	)
 }

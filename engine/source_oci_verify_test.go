@@ -65,17 +65,7 @@ func TestOCIRepositoryVerifiesCosignSignatures(t *testing.T) {
 	}
 	startEngine(t, engine.Options{})
 	source := func(repo string) *sourcev1.OCIRepository {
-		o := &sourcev1.OCIRepository{
-			ObjectMeta: metav1.ObjectMeta{Name: repo, Namespace: ns},
-			Spec: sourcev1.OCIRepositorySpec{
-				URL: "oci://" + reg.Host() + "/" + repo, Insecure: true, Interval: &metav1.Duration{Duration: time.Hour},
-				Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"}, SecretRef: &meta.LocalObjectReference{Name: "regcreds"},
-				Verify: &sourcev1.OCIRepositoryVerification{Provider: "cosign", SecretRef: &meta.LocalObjectReference{Name: "cosign"}},
-			},
-		}
-		if err := cp.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		o := verifiedSource(t, ns, reg.Host(), repo, "cosign")
 		ks := kustomization(ns, repo, repo, "./")
 		ks.Spec.SourceRef.Kind = sourcev1.OCIRepositoryKind
 		if err := cp.Client.Create(ctx, ks); err != nil {
@@ -244,16 +234,7 @@ func TestOCIRepositoryVerifiesNotationSignatures(t *testing.T) {
 	}
 	startEngine(t, engine.Options{})
 	source := func(name string) *sourcev1.OCIRepository {
-		o := &sourcev1.OCIRepository{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: sourcev1.OCIRepositorySpec{
-				URL: "oci://" + reg.Host() + "/" + name, Insecure: true, Interval: &metav1.Duration{Duration: time.Hour},
-				Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
-				Verify:    &sourcev1.OCIRepositoryVerification{Provider: "notation", SecretRef: &meta.LocalObjectReference{Name: "notation"}},
-			},
-		}
-		create(t, o)
-		return o
+		return verifiedSource(t, ns, reg.Host(), name, "notation")
 	}
 	signed, byOther := source("signed"), source("other")
 	waitFor(t, signed, readyIs(signed, true), "Ready=True")
@@ -273,4 +254,25 @@ func TestOCIRepositoryVerifiesNotationSignatures(t *testing.T) {
 	if byOther.Status.Artifact != nil {
 		t.Fatalf("an unverified artifact was stored: %+v", byOther.Status.Artifact)
 	}
+}
+
+// verifiedSource creates the OCIRepository of tag v1 of repo on the
+// plain-HTTP registry host, verified by provider with the keys of the
+// Secret of the same name, and signed in to with the Secret regcreds when
+// there is one.
+func verifiedSource(t *testing.T, ns, host, repo, provider string) *sourcev1.OCIRepository {
+	t.Helper()
+	o := &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: repo, Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: "oci://" + host + "/" + repo, Insecure: true, Interval: &metav1.Duration{Duration: time.Hour},
+			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
+			Verify:    &sourcev1.OCIRepositoryVerification{Provider: provider, SecretRef: &meta.LocalObjectReference{Name: provider}},
+		},
+	}
+	if err := cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "regcreds"}, &corev1.Secret{}); err == nil {
+		o.Spec.SecretRef = &meta.LocalObjectReference{Name: "regcreds"}
+	}
+	create(t, o)
+	return o
 }
