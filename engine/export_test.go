@@ -19,3 +19,17 @@ func WithPrivateExtraction(o Options) Options {
 // Extractions is the number of source extractions the engine's
 // ArtifactGenerators started.
 func (e *Engine) Extractions() int64 { return e.extracts.extractions.Load() }
+
+// PublishedTenants is the tenant placement of the shard assignment this
+// replica last read from the published ConfigMap; nil before it read one.
+func (e *Engine) PublishedTenants() map[string]int {
+	if e.replicas == nil {
+		return nil
+	}
+	e.replicas.pubMu.Lock()
+	defer e.replicas.pubMu.Unlock()
+	if e.replicas.pub == nil {
+		return nil
+	}
+	return e.replicas.pub.tenants
+}

@@ -134,6 +134,14 @@ func agreed(t *testing.T, what string, rs []*replica, weights map[string]int, sh
 		}
 		if want == nil {
 			// Published and settled: publishing it again moves nobody.
+			// Every replica has read the publication back: before it,
+			// the last tenants to arrive are placed locally and may move
+			// when the leader's publication reaches the others.
+			for _, r := range rs {
+				if !maps.Equal(r.e.PublishedTenants(), got) {
+					return false
+				}
+			}
 			return maps.Equal(settled(t, weights, shards, got), got)
 		}
 		return maps.Equal(got, want)

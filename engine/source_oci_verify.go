@@ -10,7 +10,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/opencontainers/go-digest"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cozystack/cozy-aio/source/oci"
 	"github.com/cozystack/cozy-aio/source/verify"
@@ -66,34 +65,28 @@ func (e *Engine) ociVerificationFor(ctx context.Context, referrer, namespace str
 			return nil, ov.refused(fmt.Errorf("no certificates found in secret '%s/%s'", s.Namespace, s.Name))
 		}
 	}
-	ov.fingerprint = verificationMaterialFingerprint(ov.provider, s)
+	ov.fingerprint = ov.fingerprintOf()
 	return ov, nil
 }
 
-// verificationMaterialFingerprint is the digest of the provider and its
-// material, whatever the Secret and its keys are named:
-// source-controller's status.sourceVerificationFingerprint.
-func verificationMaterialFingerprint(provider string, s *corev1.Secret) string {
+// fingerprintOf is the digest of the provider and its material (the
+// trust policy and the certificates, or the keys), whatever the Secret and
+// its keys are named: source-controller's
+// status.sourceVerificationFingerprint.
+func (ov *ociVerification) fingerprintOf() string {
 	var b strings.Builder
-	b.WriteString("provider:" + provider + "\x00")
-	prefix, suffixes := "pub:", []string{".pub"}
-	if provider == "notation" {
-		if policy, ok := s.Data["trustpolicy.json"]; ok {
-			b.WriteString("trustpolicy:" + string(policy) + "\x00")
-		}
-		prefix, suffixes = "cert:", []string{".crt", ".pem"}
+	b.WriteString("provider:" + ov.provider + "\x00")
+	prefix, material := "pub:", ov.keys
+	if ov.provider == "notation" {
+		b.WriteString("trustpolicy:" + string(ov.trustPolicy) + "\x00")
+		prefix, material = "cert:", ov.certs
 	}
-	var material []string
-	for k, v := range s.Data {
-		for _, suffix := range suffixes {
-			if strings.HasSuffix(k, suffix) {
-				material = append(material, string(v))
-				break
-			}
-		}
-	}
-	sort.Strings(material)
+	sorted := make([]string, 0, len(material))
 	for _, m := range material {
+		sorted = append(sorted, string(m))
+	}
+	sort.Strings(sorted)
+	for _, m := range sorted {
 		b.WriteString(prefix + m + "\x00")
 	}
 	return digest.Canonical.FromString(b.String()).String()
