@@ -273,10 +273,6 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 			return retriesExceeded(obj, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err)).at(stage)
 		}
 		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).at(stage)
-		if c := conditions.Get(obj, helmv2.RemediatedCondition); c != nil {
-			// helm-controller's summary: Ready says the remedy.
-			o.reason, o.message = c.Reason, c.Message
-		}
 		o.requeueAfter = res.Next.After
 		if errors.Is(err, helm.ErrRecordConflict) && o.requeueAfter <= 0 {
 			// Another holder wrote the release since it was read (a shard
@@ -321,9 +317,6 @@ func retriesExceeded(obj *helmv2.HelmRelease, err error) outcome {
 		(c.Reason == helmv2.InstallFailedReason || c.Reason == helmv2.UpgradeFailedReason) {
 		out.reason, out.message = c.Reason, c.Message
 	}
-	if c := conditions.Get(obj, helmv2.RemediatedCondition); c != nil {
-		out.reason, out.message = c.Reason, c.Message
-	}
 	a := obj.Status.LastAttemptedReleaseAction
 	n := obj.Status.InstallFailures
 	if a == helmv2.ReleaseActionUpgrade {
@@ -366,8 +359,9 @@ func setReleaseFailed(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Releas
 // setRemediated sets the Remediated condition as helm-controller does
 // when a failed install, upgrade or test was remedied in this reconcile:
 // True after a rollback to the previous release or an uninstall, False
-// when the remedy failed. Ready then says the remedy (helm-controller's
-// summary puts Remediated first).
+// when the remedy failed. Unlike helm-controller's summary, which puts
+// Remediated first, Ready keeps naming the failure that was remedied: a
+// broken release says why on Ready.
 func setRemediated(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) {
 	if len(res.Steps) == 0 {
 		return
