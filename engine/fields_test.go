@@ -80,11 +80,10 @@ var specFields = map[string]specFieldPolicy{
 	},
 	swv1beta1.ArtifactGeneratorKind: {
 		spec: reflect.TypeFor[swv1beta1.ArtifactGeneratorSpec](),
-		honoured: []string{"sources", "artifacts.name", "artifacts.revision", "artifacts.originRevision",
-			"artifacts.copy.from", "artifacts.copy.to", "artifacts.copy.exclude", "artifacts.copy.strategy"},
-		check: func(spec reflect.Value) error {
-			return artifactGeneratorUnsupported(&swv1beta1.ArtifactGenerator{Spec: spec.Interface().(swv1beta1.ArtifactGeneratorSpec)})
-		},
+		// Every field is honoured: nothing to reject.
+		honoured: []string{"sources", "commonMetadata", "serviceAccountName", "pathPattern", "managedNamespaces",
+			"artifacts.name", "artifacts.namespace", "artifacts.inputsFrom", "artifacts.revision", "artifacts.originRevision",
+			"artifacts.copy.from", "artifacts.copy.to", "artifacts.copy.exclude", "artifacts.copy.strategy", "artifacts.copy.optional"},
 	},
 	sourcev1.HelmRepositoryKind: {
 		spec: reflect.TypeFor[sourcev1.HelmRepositorySpec](),

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -11,9 +13,11 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/source"
@@ -30,10 +34,23 @@ func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	self := nodeRef{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
 	if !obj.DeletionTimestamp.IsZero() {
+		e.graph.Remove(self)
+		return ctrl.Result{}, r.finalize(ctx, obj)
+	}
+	// As source-watcher: the finalizer deletes the generated
+	// ExternalArtifacts with the generator.
+	if !controllerutil.ContainsFinalizer(obj, swv1beta1.Finalizer) {
+		patch := client.MergeFrom(obj.DeepCopy())
+		controllerutil.AddFinalizer(obj, swv1beta1.Finalizer)
+		if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	if obj.IsDisabled() {
 		return ctrl.Result{}, nil
 	}
-	self := nodeRef{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
 	start := time.Now()
 	orig := obj.DeepCopy()
 	out := r.reconcile(ctx, obj, self)
@@ -42,9 +59,6 @@ func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Re
 
 func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self nodeRef) outcome {
 	e := r.e
-	if err := artifactGeneratorUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err)
-	}
 	var srcRefs []nodeRef
 	for _, s := range obj.Spec.Sources {
 		srcRefs = append(srcRefs, sourceRefOf(self, s.Kind, s.Namespace, s.Name))
@@ -55,24 +69,133 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 		return out
 	}
 	defer done()
-	var inventory []swv1beta1.InventoryEntry
-	for _, o := range obj.Spec.OutputArtifacts {
-		art, err := buildOutput(ctx, e.store, obj.Namespace, sources, o)
+	outputs, err := generatorOutputs(obj, sources)
+	if err != nil {
+		return stalled(swv1beta1.ValidationFailedReason, fmt.Errorf("%s: %w", self, err))
+	}
+	type built struct {
+		art    source.Artifact
+		inputs map[string]*apiextensionsv1.JSON
+	}
+	builds := make([]built, len(outputs))
+	arts := map[string]source.Artifact{}
+	for i, o := range outputs {
+		art, err := buildOutput(ctx, e.store, sources, o)
 		if err != nil {
-			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s: %w", self, o.Name, err))
+			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: %w", self, o.namespace, o.Name, err))
 		}
-		if err := r.writeExternalArtifact(ctx, obj, o.Name, art); err != nil {
-			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).at(string(swv1beta1.ActionPublish))
+		inputs, err := e.exportedInputs(ctx, sources, art, o.InputsFrom)
+		if err != nil {
+			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: inputsFrom %s: %w", self, o.namespace, o.Name, o.InputsFrom, err))
 		}
-		if _, err := e.store.GC(ctx, outputObject(obj.Namespace, o.Name), art); err != nil {
+		builds[i] = built{art, inputs}
+		arts[o.namespace+"/"+o.Name] = art
+	}
+	// Managed namespaces first, so that the artifacts have somewhere to go.
+	var inventory []swv1beta1.InventoryEntry
+	if obj.ManagesNamespaces() {
+		entries, err := r.reconcileNamespaces(ctx, obj, outputs, arts, sources)
+		if err != nil {
+			var nsErr *namespaceError
+			if errors.As(err, &nsErr) {
+				return nsErr.outcome(self)
+			}
+			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+		}
+		inventory = entries
+	}
+	if err := r.authorize(ctx, obj, outputs); err != nil {
+		return failed(swv1beta1.AccessDeniedReason, fmt.Errorf("%s: %w", self, err)).at(string(swv1beta1.ActionPublish))
+	}
+	for i, o := range outputs {
+		art := builds[i].art
+		if err := r.writeExternalArtifact(ctx, obj, o, art, builds[i].inputs); err != nil {
+			reason := meta.ReconciliationFailedReason
+			if errors.Is(err, errOwnershipConflict) {
+				reason = swv1beta1.OwnershipConflictReason
+			}
+			return failed(reason, fmt.Errorf("%s: %w", self, err)).at(string(swv1beta1.ActionPublish))
+		}
+		if _, err := e.store.GC(ctx, outputObject(o.namespace, o.Name), art); err != nil {
 			return failed(meta.ArtifactFailedReason, err).at(string(swv1beta1.ActionPublish))
 		}
 		inventory = append(inventory, swv1beta1.InventoryEntry{
-			Kind: sourcev1.ExternalArtifactKind, Name: o.Name, Namespace: obj.Namespace, Digest: art.Digest, Filename: filepath.Base(art.Path),
+			Kind: sourcev1.ExternalArtifactKind, Name: o.Name, Namespace: o.namespace, Digest: art.Digest, Filename: filepath.Base(art.Path),
 		})
+	}
+	// Outputs the spec no longer has go, with their artifacts; managed
+	// namespaces no output targets go when prune is set.
+	for _, ref := range obj.Status.Inventory {
+		if ref.Kind == swv1beta1.NamespaceKind || slices.ContainsFunc(inventory, func(i swv1beta1.InventoryEntry) bool {
+			return i.Kind != swv1beta1.NamespaceKind && i.Name == ref.Name && i.Namespace == ref.Namespace
+		}) {
+			continue
+		}
+		if err := r.deleteOutput(ctx, obj, ref); err != nil {
+			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).at(string(swv1beta1.ActionPublish))
+		}
+	}
+	if err := r.pruneNamespaces(ctx, obj, obj.Status.Inventory, inventory); err != nil {
+		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: spec.managedNamespaces: %w", self, err)).at(string(swv1beta1.ActionPublish))
 	}
 	obj.Status.Inventory = inventory
 	return succeeded("reconciliation succeeded, generated %d artifact(s)", len(inventory))
+}
+
+// finalize deletes the ExternalArtifacts of a deleted generator, and
+// their artifacts, then lets the generator go.
+func (r *artifactGeneratorReconciler) finalize(ctx context.Context, obj *swv1beta1.ArtifactGenerator) error {
+	if !controllerutil.ContainsFinalizer(obj, swv1beta1.Finalizer) {
+		return nil
+	}
+	for _, ref := range obj.Status.Inventory {
+		if ref.Kind == swv1beta1.NamespaceKind {
+			continue
+		}
+		if err := r.deleteOutput(ctx, obj, ref); err != nil {
+			return err
+		}
+	}
+	if err := r.pruneNamespaces(ctx, obj, obj.Status.Inventory, nil); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	controllerutil.RemoveFinalizer(obj, swv1beta1.Finalizer)
+	return client.IgnoreNotFound(r.e.mgr.GetClient().Patch(ctx, obj, patch))
+}
+
+// deleteOutput deletes the ExternalArtifact of an inventory entry, when
+// it is still the generator's, and its stored artifacts.
+func (r *artifactGeneratorReconciler) deleteOutput(ctx context.Context, gen *swv1beta1.ArtifactGenerator, ref swv1beta1.InventoryEntry) error {
+	c := r.e.mgr.GetClient()
+	ea := &sourcev1.ExternalArtifact{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, ea)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading ExternalArtifact %s/%s: %w", ref.Namespace, ref.Name, err)
+	case !generatedBy(ea, gen):
+		// Another generator took the name over: its artifact stays.
+		return nil
+	default:
+		if err := c.Delete(ctx, ea); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting ExternalArtifact %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
+	}
+	return r.e.store.Remove(ctx, outputObject(ref.Namespace, ref.Name))
+}
+
+// generatedBy reports whether ea's sourceRef names gen.
+func generatedBy(ea *sourcev1.ExternalArtifact, gen *swv1beta1.ArtifactGenerator) bool {
+	sr := ea.Spec.SourceRef
+	if sr == nil || sr.Kind != swv1beta1.ArtifactGeneratorKind || sr.Name != gen.Name {
+		return false
+	}
+	ns := sr.Namespace
+	if ns == "" {
+		ns = ea.Namespace
+	}
+	return ns == gen.Namespace
 }
 
 // generatorSources extracts the artifact of each of the generator's
@@ -111,12 +234,12 @@ func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGe
 
 // buildOutput composes one output of a generator from its sources and
 // stores it as the ExternalArtifact's artifact.
-func buildOutput(ctx context.Context, store *source.Store, namespace string, sources map[string]generate.Source, o swv1beta1.OutputArtifact) (source.Artifact, error) {
+func buildOutput(ctx context.Context, store *source.Store, sources map[string]generate.Source, o generatedOutput) (source.Artifact, error) {
 	spec := generate.Spec{Revision: o.Revision, OriginRevision: o.OriginRevision}
 	for _, c := range o.Copy {
-		spec.Copy = append(spec.Copy, generate.Copy{From: c.From, To: c.To, Exclude: c.Exclude, Strategy: generate.Strategy(c.Strategy)})
+		spec.Copy = append(spec.Copy, generate.Copy{From: c.From, To: c.To, Exclude: c.Exclude, Strategy: generate.Strategy(c.Strategy), Optional: c.Optional})
 	}
-	art, _, err := generate.Build(ctx, store, outputObject(namespace, o.Name), sources, spec)
+	art, _, err := generate.Build(ctx, store, outputObject(o.namespace, o.Name), sources, spec)
 	return art, err
 }
 
@@ -125,45 +248,56 @@ func outputObject(namespace, name string) source.Object {
 	return source.Object{Kind: sourcev1.ExternalArtifactKind, Namespace: namespace, Name: name}
 }
 
+// errOwnershipConflict means an ExternalArtifact of the output's name
+// exists and is not the generator's.
+var errOwnershipConflict = errors.New("owned by another source")
+
 // writeExternalArtifact applies the ExternalArtifact that points back at
-// the generator, then writes its artifact and Ready condition in one
-// status patch.
-func (r *artifactGeneratorReconciler) writeExternalArtifact(ctx context.Context, gen *swv1beta1.ArtifactGenerator, name string, art source.Artifact) error {
+// the generator, with its labels and annotations, then writes its
+// artifact, exported inputs and Ready condition in one status patch.
+func (r *artifactGeneratorReconciler) writeExternalArtifact(ctx context.Context, gen *swv1beta1.ArtifactGenerator, o generatedOutput, art source.Artifact, inputs map[string]*apiextensionsv1.JSON) error {
 	c := r.e.mgr.GetClient()
+	current := &sourcev1.ExternalArtifact{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.Name}, current); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading ExternalArtifact %s/%s: %w", o.namespace, o.Name, err)
+	case !generatedBy(current, gen):
+		owner := "no sourceRef"
+		if sr := current.Spec.SourceRef; sr != nil {
+			owner = fmt.Sprintf("sourceRef %s/%s/%s", sr.Kind, sr.Namespace, sr.Name)
+		}
+		return fmt.Errorf("ExternalArtifact %s/%s is %w (%s)", o.namespace, o.Name, errOwnershipConflict, owner)
+	}
+	labels, annotations := map[string]string{}, map[string]string{}
+	if cm := gen.Spec.CommonMetadata; cm != nil {
+		maps.Copy(labels, cm.Labels)
+		maps.Copy(annotations, cm.Annotations)
+	}
+	maps.Copy(labels, o.labels)
+	// source-watcher's labels, which tools (Cozystack's operator among
+	// them) read to find a generator's artifacts.
+	labels["app.kubernetes.io/managed-by"] = sourceWatcherName
+	labels[swv1beta1.ArtifactGeneratorLabel] = string(gen.UID)
 	ea := &sourcev1.ExternalArtifact{
 		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.ExternalArtifactKind},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gen.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: o.namespace, Labels: labels, Annotations: annotations},
 		Spec: sourcev1.ExternalArtifactSpec{SourceRef: &meta.NamespacedObjectKindReference{
 			APIVersion: swv1beta1.GroupVersion.String(), Kind: swv1beta1.ArtifactGeneratorKind, Name: gen.Name, Namespace: gen.Namespace,
 		}},
 	}
+	if len(annotations) == 0 {
+		ea.Annotations = nil
+	}
 	if err := c.Patch(ctx, ea, client.Apply, client.FieldOwner(r.e.opts.FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying ExternalArtifact %s/%s: %w", gen.Namespace, name, err)
+		return fmt.Errorf("applying ExternalArtifact %s/%s: %w", o.namespace, o.Name, err)
 	}
 	orig := ea.DeepCopy()
 	ea.Status.Artifact = toMetaArtifact(art)
+	ea.Status.ExportedInputs = inputs
 	conditions.MarkTrue(ea, meta.ReadyCondition, meta.SucceededReason, "Artifact revision %s", art.Revision)
 	if err := c.Status().Patch(ctx, ea, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing ExternalArtifact %s/%s status: %w", gen.Namespace, name, err)
+		return fmt.Errorf("writing ExternalArtifact %s/%s status: %w", o.namespace, o.Name, err)
 	}
 	return nil
-}
-
-// artifactGeneratorUnsupported names the spec fields of obj that are set and not honoured.
-func artifactGeneratorUnsupported(obj *swv1beta1.ArtifactGenerator) error {
-	return unsupported(swv1beta1.ArtifactGeneratorKind,
-		fieldCheck{"spec.commonMetadata", obj.Spec.CommonMetadata != nil},
-		fieldCheck{"spec.pathPattern", obj.Spec.PathPattern != ""},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
-		fieldCheck{"spec.managedNamespaces", obj.Spec.ManagedNamespaces != nil},
-		fieldCheck{"spec.artifacts[].namespace", slices.ContainsFunc(obj.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool {
-			return o.Namespace != "" && o.Namespace != obj.Namespace
-		})},
-		fieldCheck{"spec.artifacts[].inputsFrom", slices.ContainsFunc(obj.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool {
-			return o.InputsFrom != ""
-		})},
-		fieldCheck{"spec.artifacts[].copy[].optional", slices.ContainsFunc(obj.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool {
-			return slices.ContainsFunc(o.Copy, func(c swv1beta1.CopyOperation) bool { return c.Optional })
-		})},
-	)
 }

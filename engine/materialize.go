@@ -303,15 +303,15 @@ func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *s
 	if sr == nil || sr.Kind != swv1beta1.ArtifactGeneratorKind {
 		return source.Artifact{}, errors.New("only the artifact of an ArtifactGenerator (spec.sourceRef) can be rebuilt")
 	}
+	genNamespace := sr.Namespace
+	if genNamespace == "" {
+		genNamespace = ea.Namespace
+	}
 	gen := &swv1beta1.ArtifactGenerator{}
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ea.Namespace, Name: sr.Name}, gen); err != nil {
-		return source.Artifact{}, fmt.Errorf("reading %s/%s/%s: %w", swv1beta1.ArtifactGeneratorKind, ea.Namespace, sr.Name, err)
+	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: genNamespace, Name: sr.Name}, gen); err != nil {
+		return source.Artifact{}, fmt.Errorf("reading %s/%s/%s: %w", swv1beta1.ArtifactGeneratorKind, genNamespace, sr.Name, err)
 	}
 	self := nodeRef{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
-	i := slices.IndexFunc(gen.Spec.OutputArtifacts, func(o swv1beta1.OutputArtifact) bool { return o.Name == ea.Name })
-	if i < 0 || (sr.Namespace != "" && sr.Namespace != ea.Namespace) {
-		return source.Artifact{}, fmt.Errorf("%s has no output %s", self, ea.Name)
-	}
 	sources, done, out, ok := e.generatorSources(ctx, gen, self)
 	if !ok {
 		if out.waiting {
@@ -320,12 +320,20 @@ func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *s
 		return source.Artifact{}, errors.New(out.message)
 	}
 	defer done()
+	outputs, err := generatorOutputs(gen, sources)
+	if err != nil {
+		return source.Artifact{}, fmt.Errorf("%s: %w", self, err)
+	}
+	i := slices.IndexFunc(outputs, func(o generatedOutput) bool { return o.Name == ea.Name && o.namespace == ea.Namespace })
+	if i < 0 {
+		return source.Artifact{}, fmt.Errorf("%s has no output %s/%s", self, ea.Namespace, ea.Name)
+	}
 	release, err := e.materializer.slot(ctx)
 	if err != nil {
 		return source.Artifact{}, err
 	}
 	defer release()
-	return buildOutput(ctx, staging, ea.Namespace, sources, gen.Spec.OutputArtifacts[i])
+	return buildOutput(ctx, staging, sources, outputs[i])
 }
 
 // materializer holds the rebuilds in flight, one per artifact, and the

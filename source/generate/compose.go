@@ -122,9 +122,14 @@ func (c *composer) run(sources map[string]Source, op Copy) error {
 	}
 	w := walker{c: c, fsys: src.FS, ex: excluder(op.Exclude), strategy: strategy}
 	if hasMeta(pattern) {
-		return w.glob(pattern, to)
+		err = w.glob(pattern, to)
+	} else {
+		err = w.literal(pattern, to, toDir)
 	}
-	return w.literal(pattern, to, toDir)
+	if op.Optional && errors.Is(err, ErrNoMatch) {
+		return nil
+	}
+	return err
 }
 
 type walker struct {

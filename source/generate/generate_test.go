@@ -154,6 +154,30 @@ func TestComposeErrors(t *testing.T) {
 	}
 }
 
+// An optional operation that matches nothing is skipped; the others run.
+func TestComposeOptionalSkipsNoMatch(t *testing.T) {
+	srcs := fixtureSources(t, false)
+	for _, op := range []generate.Copy{
+		{From: "@backend/deploy/*.json", To: "@artifact/", Optional: true},
+		{From: "@backend/nope.yaml", To: "@artifact/", Optional: true},
+		{From: "@backend/deploy/*.md", To: "@artifact/", Exclude: []string{"*.md"}, Optional: true},
+	} {
+		res, err := generate.Compose(context.Background(), srcs, generate.Spec{Copy: []generate.Copy{
+			op, {From: "@backend/deploy/a.yaml", To: "@artifact/"},
+		}}, t.TempDir())
+		if err != nil || !slices.Equal(res.Files, []string{"a.yaml"}) {
+			t.Fatalf("%s: files %q, %v", op.From, res.Files, err)
+		}
+	}
+	// Optional does not hide other errors.
+	_, err := generate.Compose(context.Background(), srcs, generate.Spec{Copy: []generate.Copy{
+		{From: "@values/prod.yaml", To: "@artifact/", Strategy: generate.Extract, Optional: true},
+	}}, t.TempDir())
+	if !errors.Is(err, generate.ErrNotArchive) {
+		t.Fatalf("optional extract of a non-tarball: %v", err)
+	}
+}
+
 func TestBuildDeterministicAndRevisions(t *testing.T) {
 	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
 	obj := source.Object{Kind: "ExternalArtifact", Namespace: "apps", Name: "composite"}

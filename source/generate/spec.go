@@ -60,6 +60,9 @@ type Copy struct {
 	Exclude []string
 	// Strategy defaults to Overwrite.
 	Strategy Strategy
+	// Optional skips the operation when From matches no file (or every
+	// match is excluded) instead of failing with ErrNoMatch.
+	Optional bool
 }
 
 // Errors of a composition, wrapped in a *CopyError when an operation is at
