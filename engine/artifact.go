@@ -35,22 +35,8 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 		return source.Artifact{}, stalled(meta.ArtifactFailedReason,
 			fmt.Errorf("%s: source %s/%s/%s: %w", self, kind, namespace, name, ErrCrossNamespace)), false
 	}
-	var obj interface {
-		client.Object
-		GetArtifact() *meta.Artifact
-	}
-	switch kind {
-	case sourcev1.GitRepositoryKind:
-		obj = &sourcev1.GitRepository{}
-	case sourcev1.OCIRepositoryKind:
-		obj = &sourcev1.OCIRepository{}
-	case sourcev1.ExternalArtifactKind:
-		obj = &sourcev1.ExternalArtifact{}
-	case sourcev1.HelmChartKind:
-		obj = &sourcev1.HelmChart{}
-	case sourcev1.BucketKind:
-		obj = &sourcev1.Bucket{}
-	default:
+	obj, ok := newArtifactObject(kind)
+	if !ok {
 		return source.Artifact{}, stalled(meta.ArtifactFailedReason,
 			fmt.Errorf("%s: source kind %q is not supported (GitRepository, OCIRepository, Bucket, ExternalArtifact, HelmChart)", self, kind)), false
 	}
@@ -108,6 +94,62 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 		return source.Artifact{}, materializedOutcome(fmt.Errorf("%s: %w", self, err)), false
 	}
 	return art, outcome{}, true
+}
+
+// artifactObject is a source kind with an artifact.
+type artifactObject interface {
+	client.Object
+	GetArtifact() *meta.Artifact
+}
+
+// newArtifactObject returns an empty object of a source kind whose
+// artifact consumers read.
+func newArtifactObject(kind string) (artifactObject, bool) {
+	switch kind {
+	case sourcev1.GitRepositoryKind:
+		return &sourcev1.GitRepository{}, true
+	case sourcev1.OCIRepositoryKind:
+		return &sourcev1.OCIRepository{}, true
+	case sourcev1.ExternalArtifactKind:
+		return &sourcev1.ExternalArtifact{}, true
+	case sourcev1.HelmChartKind:
+		return &sourcev1.HelmChart{}, true
+	case sourcev1.BucketKind:
+		return &sourcev1.Bucket{}, true
+	}
+	return nil, false
+}
+
+// serveMissing puts in the store, when it can, the artifact at p
+// (<kind>/<namespace>/<name>/<file>, as the artifact server is asked for
+// it) that the object's status.artifact names and the store lacks: this
+// engine is a replica behind the address another replica advertised
+// (--artifact-base-url, a Service in front of them), or its data
+// directory was emptied. As a consumer's materialisation: fetched from
+// status.artifact.url (asking the server not to fetch in turn) or rebuilt
+// from upstream, and kept only if its digest is status's.
+func (e *Engine) serveMissing(ctx context.Context, p string) bool {
+	segs := strings.Split(p, "/")
+	if len(segs) != 4 {
+		return false
+	}
+	for _, kind := range []string{sourcev1.GitRepositoryKind, sourcev1.OCIRepositoryKind, sourcev1.ExternalArtifactKind, sourcev1.HelmChartKind, sourcev1.BucketKind} {
+		if strings.ToLower(kind) != segs[0] {
+			continue
+		}
+		obj, _ := newArtifactObject(kind)
+		if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: segs[1], Name: segs[2]}, obj); err != nil {
+			return false
+		}
+		a := obj.GetArtifact()
+		if a == nil || a.Path != p {
+			return false
+		}
+		src := nodeRef{Kind: kind, Namespace: segs[1], Name: segs[2]}
+		_, err := e.materialize(ctx, nodeRef{}, src, obj, fromMetaArtifact(a))
+		return err == nil
+	}
+	return false
 }
 
 // foreign tells whether a's URL is not under this engine's artifact base

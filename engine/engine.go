@@ -199,7 +199,15 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if registry == nil {
 		registry = ctrlmetrics.Registry.(*prometheus.Registry)
 	}
-	store, server, err := artifactStore(opts)
+	// The server asks the engine for an artifact its store lacks; the
+	// engine exists once the store does.
+	var eng atomic.Pointer[Engine]
+	store, server, err := artifactStore(opts, func(ctx context.Context, p string) bool {
+		if e := eng.Load(); e != nil {
+			return e.serveMissing(ctx, p)
+		}
+		return false
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +229,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		recorder: coreEvents{mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
+	eng.Store(e)
 	if e.clusters, err = newClusterRegistry(e); err != nil {
 		return nil, err
 	}
@@ -282,7 +291,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 // artifactStore opens the store and binds its server. It binds first, so
 // that a ":0" port is resolved once, by the listener that serves it, and
 // the URLs written in status name that port.
-func artifactStore(opts Options) (*source.Store, *source.Server, error) {
+func artifactStore(opts Options, missing func(context.Context, string) bool) (*source.Store, *source.Server, error) {
 	ln, err := net.Listen("tcp", opts.ArtifactAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("artifact server on %s: %w", opts.ArtifactAddr, err)
@@ -299,7 +308,7 @@ func artifactStore(opts Options) (*source.Store, *source.Server, error) {
 		ln.Close()
 		return nil, nil, fmt.Errorf("opening the artifact store in %s: %w", opts.DataDir, err)
 	}
-	server, err := source.NewServer(store, source.ServerOptions{Addr: opts.ArtifactAddr, Listener: ln})
+	server, err := source.NewServer(store, source.ServerOptions{Addr: opts.ArtifactAddr, Listener: ln, Missing: missing})
 	if err != nil {
 		ln.Close()
 		return nil, nil, err

@@ -26,8 +26,12 @@ type Options struct {
 	// ArtifactAddr is where the artifact HTTP server listens.
 	// Default: 127.0.0.1:9090 (loopback; anything wider is explicit).
 	ArtifactAddr string
-	// ArtifactBaseURL is the URL prefix written in status. Default:
-	// http://<ArtifactAddr>, with the port the server bound when
+	// ArtifactBaseURL is the URL prefix written in status, as Flux's
+	// --storage-adv-addr: set it to an address that outlives the process,
+	// such as a Service in front of replicas. The artifact server of each
+	// replica then answers for any artifact a status names, fetching or
+	// rebuilding one its store lacks (checked against the digest).
+	// Default: http://<ArtifactAddr>, with the port the server bound when
 	// ArtifactAddr asks for any free one (":0").
 	ArtifactBaseURL string
 	// WebhookAddr serves the Receiver webhooks (/hook/<digest>). Default:

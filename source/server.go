@@ -24,7 +24,19 @@ type ServerOptions struct {
 	// ShutdownTimeout bounds the graceful shutdown when ctx ends.
 	// Default: 5s.
 	ShutdownTimeout time.Duration
+	// Missing, when set, is asked for a request whose file the store
+	// lacks, with the request's context and the artifact's path
+	// (<kind>/<namespace>/<name>/<file>); when it returns true the file is
+	// looked up again. Replicas behind one address use it to serve
+	// artifacts another replica stored. A request carrying the
+	// NoFetchHeader never calls it, so that replicas asking each other
+	// cannot loop. Default: a missing file is a 404.
+	Missing func(ctx context.Context, path string) bool
 }
+
+// NoFetchHeader, set on a request, tells the server to answer from what
+// it holds only (ServerOptions.Missing is not asked).
+const NoFetchHeader = "X-Cozy-Aio-No-Fetch"
 
 // Server serves a store over HTTP with Flux's layout,
 // GET /<kind>/<namespace>/<name>/<file>. It serves complete artifacts
@@ -101,6 +113,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer root.Close()
 	f, err := root.Open(filepath.FromSlash(p))
+	if err != nil && s.opts.Missing != nil && r.Header.Get(NoFetchHeader) == "" && s.opts.Missing(r.Context(), p) {
+		f, err = root.Open(filepath.FromSlash(p))
+	}
 	if err != nil {
 		http.NotFound(w, r)
 		return

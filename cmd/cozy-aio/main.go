@@ -124,6 +124,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&o.Engine.WebhookAddr, "webhook-addr", "", "address of the Receiver webhook server, /hook/<digest> (default: off; it listens on the host's network)")
 	fs.DurationVar(&o.Engine.Notify.RateLimit, "notification-rate-limit", 5*time.Minute, "send the same event for the same object to Alerts once per this interval")
 	fs.StringVar(&o.Engine.ArtifactAddr, "artifact-addr", "127.0.0.1:9090", "address of the artifact server (loopback unless told otherwise)")
+	fs.StringVar(&o.Engine.ArtifactBaseURL, "artifact-base-url", "", "URL prefix written in status.artifact.url, as Flux's --storage-adv-addr: an address that outlives this process, such as a Service in front of the replicas, each of which then serves any artifact (default: http://<artifact-addr>)")
 	// Four shards of four workers: 16 Helm actions at once is what one API
 	// server takes (docs/benchmarks/scale.md: make bench-defaults). "auto"
 	// grows the count with the releases (ceil(releases/100) shards, so 40
