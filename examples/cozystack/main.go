@@ -213,7 +213,8 @@ func run(ctx context.Context, o options) error {
 
 	// The artifact server keeps its address across the switch, as a
 	// Service gives it in a cluster: the other engine's consumers fetch
-	// from the URLs in status.
+	// from the URLs in status. Replicas all advertise it
+	// (replicaArtifacts).
 	artifacts := fmt.Sprintf("--artifact-addr=127.0.0.1:%d", freePort())
 	extra := []string{artifacts}
 	if o.fluxDir != "" {
@@ -245,7 +246,7 @@ func run(ctx context.Context, o options) error {
 	for i := 1; o.fluxDir == "" && i < o.replicas; i++ {
 		ro := popts
 		ro.ID, ro.Health = fmt.Sprintf("cozy-aio-%d", i), freePort()
-		ro.Extra = []string{fmt.Sprintf("--artifact-addr=127.0.0.1:%d", freePort())}
+		ro.Extra = replicaArtifacts(artifacts)
 		p, _, err := startCozyAIO(ro)
 		if err != nil {
 			return err
@@ -408,7 +409,7 @@ func run(ctx context.Context, o options) error {
 					// addresses; the first keeps the artifact address.
 					ro.ID, ro.Replica, ro.Health = fmt.Sprintf("cozy-aio-%d", i), true, freePort()
 					if i > 0 {
-						ro.Extra = []string{fmt.Sprintf("--artifact-addr=127.0.0.1:%d", freePort())}
+						ro.Extra = replicaArtifacts(artifacts)
 					}
 				}
 				next, _, err := startCozyAIO(ro)
@@ -1124,4 +1125,16 @@ func platform(ctx context.Context, o options, kubeconfig, logs string, reg *test
 		return stop, fmt.Errorf("creating the platform Package: %w", err)
 	}
 	return stop, nil
+}
+
+// replicaArtifacts gives a replica beyond the first its own artifact
+// server, advertising the first one's address, which stands for the
+// Service in front of the replicas of a cluster: the URLs that whichever
+// replica leads writes outlive that replica, and the server behind them
+// answers for artifacts it does not hold (engine Options.ArtifactBaseURL).
+func replicaArtifacts(first string) []string {
+	return []string{
+		fmt.Sprintf("--artifact-addr=127.0.0.1:%d", freePort()),
+		"--artifact-base-url=http://" + strings.TrimPrefix(first, "--artifact-addr="),
+	}
 }
