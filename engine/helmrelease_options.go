@@ -267,8 +267,10 @@ func setHelmStatus(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) 
 	obj.Status.InstallFailures = int64(res.State.InstallFailures)
 	obj.Status.UpgradeFailures = int64(res.State.UpgradeFailures)
 	obj.Status.Failures = obj.Status.InstallFailures + obj.Status.UpgradeFailures
-	if res.Adopted {
-		// helm-controller's history stands: it verifies the record.
+	if res.Adopted && len(res.Records) == 0 {
+		// helm-controller's history stands: it verifies the record. (A
+		// test run on it, as helm-controller would run it, is recorded
+		// below like any other.)
 		return
 	}
 	if res.ChartVersion != "" {

@@ -76,8 +76,10 @@ type ReconcileOptions struct {
 	// for a release it made: a latest record without this package's digest
 	// label that Adopt says is up to date (Adoption.OutOfSync is "") is
 	// left as it is, with nothing written to it, and Outcome.Adopted is
-	// set. Not with Test: the test hooks' runs would be written to the
-	// record. Default: nil, such a release is upgraded.
+	// set. With Test, its tests are handled as an up-to-date revision's:
+	// run (and written to the record, as helm-controller writes them) only
+	// when the selected hooks never ran. Default: nil, such a release is
+	// upgraded.
 	Adopt *Adoption
 	// Test, when set, runs the test hooks after a successful install or
 	// upgrade, and on an up-to-date deployed revision whose selected hooks
@@ -225,10 +227,21 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 			return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
 		}
 	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == "" && o.adopts(latest, p):
+		// Another engine's record (helm-controller's) in sync: left as it
+		// is, its tests handled as for an up-to-date revision of ours
+		// (run only if the selected hooks never ran, as helm-controller
+		// runs them).
 		out.Adopted = true
-		out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
-		out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
-		return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
+		stop, upgrade, err := s.testDeployed(o, latest, out)
+		if stop {
+			return err
+		}
+		if !upgrade {
+			out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
+			out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
+			return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
+		}
+		out.Adopted = false
 	}
 	now := s.m.opts.Now()
 	if ok, next := Admit(out.State, a, pol, now); !ok {
@@ -305,7 +318,7 @@ func (s *session) failure(o ReconcileOptions, a Action, pol Remediation, err err
 // adopts tells whether latest, a record another writer made, is up to
 // date by o.Adopt.
 func (o ReconcileOptions) adopts(latest *releasev1.Release, p prepared) bool {
-	if o.Adopt == nil || o.Test != nil || p.chart == nil {
+	if o.Adopt == nil || p.chart == nil {
 		return false
 	}
 	return o.Adopt.OutOfSync(latest, p.chart.Metadata, p.values) == ""

@@ -122,7 +122,7 @@ func main() {
 	flag.IntVar(&o.helmReleases, "helmreleases", 0, "also run this many HelmReleases of a two-ConfigMap chart, 20 per namespace, from an OCIRepository (8 in 10), a HelmRepository of type oci (1 in 10) and an ExternalArtifact (1 in 10)")
 	flag.StringVar(&o.record, "record", "", "with -flux-dir, -helmreleases and -kustomizations: once Flux has settled, write the fixtures of the first 20 HelmReleases and 2 Kustomizations to this file (internal/switchover)")
 	flag.IntVar(&o.replicas, "replicas", 1, "how many cozy-aio replicas (leader election, shared Helm shards) run: with -flux-dir -switch, the ones that take over from Flux; without -flux-dir, the ones Flux takes over from with -switch")
-	flag.BoolVar(&o.troubled, "troubled", false, "also run three troubled HelmReleases in "+switchover.TroubledNamespace+": one whose install fails, one whose upgrade fails, one whose install waits 30 minutes (pending-install when the engine stops)")
+	flag.BoolVar(&o.troubled, "troubled", false, "also run four troubled HelmReleases in "+switchover.TroubledNamespace+": one whose install fails, one whose upgrade fails, one whose install waits 30 minutes (pending-install when the engine stops), one with spec.test.enable whose test passes")
 	flag.StringVar(&o.recordTroubled, "record-troubled", "", "with -troubled and -flux-dir: once they are in their states, write the fixtures of the troubled HelmReleases to this file")
 	flag.StringVar(&o.fluxCLI, "flux-cli", "", "with -switch: a flux CLI binary; `flux get helmreleases -A`, `flux get kustomizations -A` and `flux trace` of six ConfigMaps are compared before and after the switch")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster running at the end until interrupted")
@@ -297,7 +297,7 @@ func run(ctx context.Context, o options) error {
 		if err := createTroubled(ctx, cluster.Config, reg); err != nil {
 			return err
 		}
-		say("3 troubled HelmReleases created in %s", switchover.TroubledNamespace)
+		say("4 troubled HelmReleases created in %s", switchover.TroubledNamespace)
 	}
 
 	// The run ends when every HelmRelease is Ready, or when the Ready
@@ -640,7 +640,7 @@ func switchOver(ctx context.Context, restConfig *rest.Config, cs kubernetes.Inte
 		}
 	}
 	if c, err := client.New(restConfig, client.Options{}); err == nil {
-		for _, name := range []string{switchover.InstallFailed, switchover.UpgradeFailed, switchover.PendingInstall} {
+		for _, name := range []string{switchover.InstallFailed, switchover.UpgradeFailed, switchover.PendingInstall, switchover.Tested} {
 			if st, err := switchover.ReleaseStatuses(ctx, c, switchover.TroubledNamespace, name); err == nil && st != "" {
 				say("switch: troubled %s: records %s", name, st)
 			}

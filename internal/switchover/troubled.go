@@ -33,7 +33,39 @@ const (
 	// ready (30 minutes): an engine stopped meanwhile leaves revision 1
 	// pending-install.
 	PendingInstall = "pending-install"
+	// Tested is installed with spec.test.enable from TestedChart, whose
+	// test hook passes: revision 1 deployed and tested, which an engine
+	// taking over neither upgrades nor tests again.
+	Tested = "tested"
 )
+
+// TestedChart renders a ConfigMap and a test hook that is a ConfigMap
+// too: Helm's test passes once the hook is created, with no Pod to run
+// (none does on a simulated cluster).
+func TestedChart() map[string]string {
+	return map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: tested\nversion: 1.0.0\ndescription: A release with a test hook.\n",
+		"values.yaml": "{}\n",
+		"templates/objects.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}
+  labels: {app.kubernetes.io/instance: {{ .Release.Name }}}
+data:
+  release: {{ .Release.Name }}
+`,
+		"templates/tests/check.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-check
+  annotations:
+    helm.sh/hook: test
+    helm.sh/hook-delete-policy: before-hook-creation
+data:
+  checked: {{ .Release.Name }}
+`,
+	}
+}
 
 // TroubledChart renders a ConfigMap; with values bad, one whose name the
 // API server refuses; with values block, a Deployment whose Pod no node
@@ -69,10 +101,22 @@ spec:
 	}
 }
 
-// PushTroubled pushes TroubledChart.
+// PushTroubled pushes TroubledChart and TestedChart.
 func PushTroubled(ctx context.Context, reg *testenv.Registry) error {
-	_, err := reg.PushChartAnnotated(ctx, "acceptance-charts/troubled", TroubledChart(), Created)
+	if _, err := reg.PushChartAnnotated(ctx, "acceptance-charts/troubled", TroubledChart(), Created); err != nil {
+		return err
+	}
+	_, err := reg.PushChartAnnotated(ctx, "acceptance-charts/tested", TestedChart(), Created)
 	return err
+}
+
+// TestedSource is the OCIRepository of TestedChart.
+func (o Options) TestedSource() *unstructured.Unstructured {
+	return object("source.toolkit.fluxcd.io/v1", "OCIRepository", TroubledNamespace, "tested", o.source(map[string]any{
+		"url": "oci://" + o.Host + "/acceptance-charts/tested", "interval": "10m",
+		"ref":           map[string]any{"tag": "1.0.0"},
+		"layerSelector": map[string]any{"mediaType": testenv.HelmChartMediaType, "operation": "copy"},
+	}))
 }
 
 // TroubledSource is the OCIRepository of TroubledChart.
@@ -95,6 +139,9 @@ func TroubledRelease(name string) *unstructured.Unstructured {
 	case PendingInstall:
 		spec["values"] = map[string]any{"block": true}
 		spec["timeout"] = "30m"
+	case Tested:
+		spec["chartRef"] = map[string]any{"kind": "OCIRepository", "name": "tested"}
+		spec["test"] = map[string]any{"enable": true}
 	}
 	return object("helm.toolkit.fluxcd.io/v2", "HelmRelease", TroubledNamespace, name, spec)
 }
@@ -104,7 +151,8 @@ func CreateTroubled(ctx context.Context, c client.Client, o Options) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TroubledNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	for _, u := range []*unstructured.Unstructured{o.TroubledSource(), TroubledRelease(InstallFailed), TroubledRelease(UpgradeFailed), TroubledRelease(PendingInstall)} {
+	for _, u := range []*unstructured.Unstructured{o.TroubledSource(), o.TestedSource(),
+		TroubledRelease(InstallFailed), TroubledRelease(UpgradeFailed), TroubledRelease(PendingInstall), TroubledRelease(Tested)} {
 		if err := c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 		}
@@ -146,7 +194,7 @@ func ReleaseStatuses(ctx context.Context, c client.Reader, ns, name string) (str
 // "1:failed", UpgradeFailed's "1:deployed,2:failed" and PendingInstall's
 // "1:pending-install", and the first two are no longer Reconciling.
 func Trouble(ctx context.Context, c client.Client, timeout time.Duration) error {
-	want := map[string]string{InstallFailed: "1:failed", UpgradeFailed: "1:deployed,2:failed", PendingInstall: "1:pending-install"}
+	want := map[string]string{InstallFailed: "1:failed", UpgradeFailed: "1:deployed,2:failed", PendingInstall: "1:pending-install", Tested: "1:deployed"}
 	patched := false
 	got := map[string]string{}
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
@@ -174,7 +222,12 @@ func Trouble(ctx context.Context, c client.Client, timeout time.Duration) error 
 				if err := c.Get(ctx, client.ObjectKeyFromObject(hr), hr); err != nil {
 					return false, err
 				}
-				if conditionStatus(hr, "Reconciling") == "True" || conditionStatus(hr, "Ready") != "False" {
+				ready := "False"
+				if name == Tested {
+					// Tested too: TestSuccess=True.
+					ready = conditionStatus(hr, "TestSuccess")
+				}
+				if conditionStatus(hr, "Reconciling") == "True" || conditionStatus(hr, "Ready") != ready {
 					done = false
 				}
 			}
@@ -202,5 +255,5 @@ func conditionStatus(u *unstructured.Unstructured, typ string) string {
 // the troubled releases: their records, the objects they applied, and
 // the HelmReleases with their status.
 func RecordTroubled(ctx context.Context, c client.Reader, w io.Writer) error {
-	return record(ctx, c, w, TroubledNamespace, []string{InstallFailed, UpgradeFailed, PendingInstall}, "", nil)
+	return record(ctx, c, w, TroubledNamespace, []string{InstallFailed, UpgradeFailed, PendingInstall, Tested}, "", nil)
 }
