@@ -300,9 +300,28 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		s := opts.Adopt.Snapshot
 		obj.Status.LastAttemptedRevision, obj.Status.LastAttemptedRevisionDigest = s.ChartVersion, s.OCIDigest
 		obj.Status.LastAttemptedConfigDigest = s.ConfigDigest
-		return adoptedOutcome(obj, s)
+		return testSummary(obj, adoptedOutcome(obj, s))
 	}
-	return releasedOutcome(obj, res, rel).at(stage)
+	return testSummary(obj, releasedOutcome(obj, res, rel)).at(stage)
+}
+
+// testSummary gives a ready release's Ready condition the words
+// helm-controller's summary gives it: with spec.test.enable and test
+// failures not ignored, a TestSuccess=True at least as recent as Released
+// comes first, so Ready repeats "Helm test succeeded for release …".
+func testSummary(obj *helmv2.HelmRelease, o outcome) outcome {
+	if !o.ready || !obj.GetTest().Enable || obj.GetTest().IgnoreFailures {
+		return o
+	}
+	t := conditions.Get(obj, helmv2.TestSuccessCondition)
+	if t == nil || t.Status != metav1.ConditionTrue {
+		return o
+	}
+	if r := conditions.Get(obj, helmv2.ReleasedCondition); r != nil && t.ObservedGeneration < r.ObservedGeneration {
+		return o
+	}
+	o.reason, o.message = t.Reason, t.Message
+	return o
 }
 
 // retriesExceeded is the outcome of a release out of retries, as

@@ -20,8 +20,9 @@ import (
 
 // troubledFixtures were recorded as fluxFixtures were, with -troubled:
 // what Flux's helm-controller left of a release whose install failed, one
-// whose upgrade failed (both out of retries, Stalled), and one it was
-// installing when it stopped (revision 1 pending-install).
+// whose upgrade failed (both out of retries, Stalled), one it was
+// installing when it stopped (revision 1 pending-install), and one it
+// installed and tested with spec.test.enable.
 const troubledFixtures = "testdata/switchover/flux-2.9-troubled.yaml"
 
 // TestTakeOverTroubledReleasesFromFluxFixtures: cozy-aio takes the
@@ -31,7 +32,7 @@ const troubledFixtures = "testdata/switchover/flux-2.9-troubled.yaml"
 // pending one is unlocked as helm-controller unlocks it (revision 1 failed,
 // "Release unlocked from stale 'pending-install' state", not uninstalled)
 // and then released again as revision 2, which its Deployment's
-// readiness completes.
+// readiness completes; the tested one is neither upgraded nor tested again.
 func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 	ctx := context.Background()
 	reg := chartRegistry(t)
@@ -40,8 +41,10 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 	}
 	loaded := loadFixtures(t, troubledFixtures)
 	o := switchover.Options{Host: reg.Host(), Insecure: true}
-	if err := cp.Client.Create(ctx, o.TroubledSource()); err != nil {
-		t.Fatal(err)
+	for _, src := range []*unstructured.Unstructured{o.TroubledSource(), o.TestedSource()} {
+		if err := cp.Client.Create(ctx, src); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ns := switchover.TroubledNamespace
 	records := func() map[string]string {
@@ -56,10 +59,19 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 		return out
 	}
 	before := records()
-	if len(before) != 4 {
-		t.Fatalf("the fixtures hold %d release records, want 4: %v", len(before), before)
+	if len(before) != 5 {
+		t.Fatalf("the fixtures hold %d release records, want 5: %v", len(before), before)
 	}
 
+	testedReady := ""
+	for _, u := range loaded.Units {
+		if u.GetName() == switchover.Tested {
+			_, testedReady = readyOf(u)
+		}
+	}
+	if !strings.HasPrefix(testedReady, "Helm test succeeded") {
+		t.Fatalf("the fixture's %s says Ready %q, want helm-controller's summary of its test", switchover.Tested, testedReady)
+	}
 	startEngine(t, engine.Options{})
 	token := requestReconcileOf(t, loaded.Units)
 	failed := []string{switchover.InstallFailed, switchover.UpgradeFailed}
@@ -72,7 +84,7 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 	}
 	var pending string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, name := range failed {
+		for _, name := range append(failed, switchover.Tested) {
 			if at, _, _ := unstructured.NestedString(get(name).Object, "status", "lastHandledReconcileAt"); at != token {
 				pending = name + " has not answered"
 				return false, nil
@@ -105,8 +117,23 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 			t.Errorf("%s: Ready %s (%s), Stalled %s %s; want Ready=False and Stalled=True RetriesExceeded, as Flux left it", name, ready, msg, stalled, reason)
 		}
 	}
-	if n := len(after); n != 5 {
-		t.Errorf("%d release records, want 5 (revision 2 of %s added): %v", n, switchover.PendingInstall, after)
+	// The release helm-controller installed and tested with
+	// spec.test.enable: neither upgraded nor tested again, its record
+	// untouched, Ready and TestSuccess as helm-controller left them.
+	for k, v := range before {
+		if strings.HasPrefix(k, "sh.helm.release.v1."+switchover.Tested+".") && after[k] != v {
+			t.Errorf("%s: record %s %s → %s", switchover.Tested, k, v, after[k])
+		}
+	}
+	tested := get(switchover.Tested)
+	if ready, msg := readyOf(tested); ready != "True" || msg != testedReady {
+		t.Errorf("%s: Ready %s %q, want True %q as helm-controller left it", switchover.Tested, ready, msg, testedReady)
+	}
+	if st, reason := condition(tested, "TestSuccess"); st != "True" {
+		t.Errorf("%s: TestSuccess %s %s, want True as helm-controller left it", switchover.Tested, st, reason)
+	}
+	if n := len(after); n != 6 {
+		t.Errorf("%d release records, want 6 (revision 2 of %s added): %v", n, switchover.PendingInstall, after)
 	}
 	rel := releaseRecord(t, ns, switchover.PendingInstall, 1)
 	if want := "Release unlocked from stale 'pending-install' state"; rel.Info.Status.String() != "failed" || rel.Info.Description != want {
