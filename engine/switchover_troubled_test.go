@@ -31,8 +31,9 @@ const troubledFixtures = "testdata/switchover/flux-2.9-troubled.yaml"
 // Ready=False and Stalled=True RetriesExceeded as Flux wrote them); the
 // pending one is unlocked as helm-controller unlocks it (revision 1 failed,
 // "Release unlocked from stale 'pending-install' state", not uninstalled)
-// and then released again as revision 2, which its Deployment's
-// readiness completes; the tested one is neither upgraded nor tested again.
+// and then released again as revision 2 with an upgrade, which
+// supersedes revision 1 (no revision was deployed: helm-controller
+// upgrades), and which its Deployment's readiness completes; the tested one is neither upgraded nor tested again.
 func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 	ctx := context.Background()
 	reg := chartRegistry(t)
@@ -92,12 +93,12 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 		}
 		st, err := switchover.ReleaseStatuses(ctx, cp.Client, ns, switchover.PendingInstall)
 		pending = switchover.PendingInstall + " " + st
-		if err == nil && st == "1:failed,2:pending-install" {
+		if err == nil && st == "1:failed,2:pending-upgrade" {
 			// The install waits for its Deployment: no kubelet runs
 			// here, so its status says it is available.
 			err = deploymentAvailable(ctx, ns, switchover.PendingInstall)
 		}
-		return err == nil && st == "1:failed,2:deployed", err
+		return err == nil && st == "1:superseded,2:deployed", err
 	})
 	if err != nil {
 		t.Fatalf("%s: %v", pending, err)
@@ -136,8 +137,14 @@ func TestTakeOverTroubledReleasesFromFluxFixtures(t *testing.T) {
 		t.Errorf("%d release records, want 6 (revision 2 of %s added): %v", n, switchover.PendingInstall, after)
 	}
 	rel := releaseRecord(t, ns, switchover.PendingInstall, 1)
-	if want := "Release unlocked from stale 'pending-install' state"; rel.Info.Status.String() != "failed" || rel.Info.Description != want {
-		t.Errorf("%s v1: %s %q, want failed %q", switchover.PendingInstall, rel.Info.Status, rel.Info.Description, want)
+	// Unlocked, then superseded by the upgrade that released it again.
+	if want := "Release unlocked from stale 'pending-install' state"; rel.Info.Status.String() != "superseded" || rel.Info.Description != want {
+		t.Errorf("%s v1: %s %q, want superseded %q", switchover.PendingInstall, rel.Info.Status, rel.Info.Description, want)
+	}
+	// Released again as helm-controller releases a failed revision when
+	// none was ever deployed: with an upgrade.
+	if rel := releaseRecord(t, ns, switchover.PendingInstall, 2); rel.Info.Description != "Upgrade complete" {
+		t.Errorf("%s v2: %q, want Helm's %q", switchover.PendingInstall, rel.Info.Description, "Upgrade complete")
 	}
 }
 

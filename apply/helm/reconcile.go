@@ -214,7 +214,14 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	pol := o.Upgrade
 	latest := h.latest()
 	switch st := statusOf(latest); {
-	case latest == nil, st == rcommon.StatusUninstalled, h.deployed() == nil:
+	case latest == nil, st == rcommon.StatusUninstalled:
+		a, pol = ActionInstall, o.Install
+	case h.deployed() == nil && (st == rcommon.StatusFailed || st == rcommon.StatusSuperseded) && out.State.InstallFailures == 0:
+		// No revision was ever deployed, the latest failed (a pending
+		// one unlocked, or a failed install whose count a spec change
+		// reset): helm-controller releases it again with an upgrade,
+		// which Helm allows over a failed revision, and so does this.
+	case h.deployed() == nil:
 		a, pol = ActionInstall, o.Install
 	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == p.digest:
 		stop, upgrade, err := s.testDeployed(o, latest, out)

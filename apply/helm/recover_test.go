@@ -215,15 +215,17 @@ func TestPendingOfAnotherToolIsUnlockedAsHelmControllerDoes(t *testing.T) {
 		}
 		return a
 	}
-	unlocked := func(name string, rev int, was string) {
+	// unlocked checks a revision was unlocked (failed), then left as the
+	// action after it leaves it (status).
+	unlocked := func(name string, rev int, was string, status rcommon.Status) {
 		t.Helper()
 		r, err := helmStorage(t, ns).Get(name, rev)
 		if err != nil {
 			t.Fatal(err)
 		}
 		info := r.(*releasev1.Release).Info
-		if want := "Release unlocked from stale '" + was + "' state"; info.Status != rcommon.StatusFailed || info.Description != want {
-			t.Fatalf("%s v%d: %s %q, want failed %q", name, rev, info.Status, info.Description, want)
+		if want := "Release unlocked from stale '" + was + "' state"; info.Status != status || info.Description != want {
+			t.Fatalf("%s v%d: %s %q, want %s %q", name, rev, info.Status, info.Description, status, want)
 		}
 	}
 
@@ -240,7 +242,7 @@ func TestPendingOfAnotherToolIsUnlockedAsHelmControllerDoes(t *testing.T) {
 	if got := steps(out); !slices.Equal(got, []helm.Action{helm.ActionRecover, helm.ActionUpgrade}) || out.Release.Revision != 3 || out.Release.Status != "deployed" {
 		t.Fatalf("steps %v, release %+v; want recover and upgrade to a deployed revision 3", got, out.Release)
 	}
-	unlocked(rel.Name, 2, "pending-upgrade")
+	unlocked(rel.Name, 2, "pending-upgrade", rcommon.StatusFailed)
 
 	rel = helm.Release{Name: "flux-install", Namespace: ns}
 	pending := &releasev1.Release{Name: rel.Name, Namespace: ns, Version: 1,
@@ -252,8 +254,11 @@ func TestPendingOfAnotherToolIsUnlockedAsHelmControllerDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := steps(out); !slices.Equal(got, []helm.Action{helm.ActionRecover, helm.ActionInstall}) || out.Release.Revision != 2 || out.Release.Status != "deployed" {
-		t.Fatalf("steps %v, release %+v; want recover and install of a deployed revision 2", got, out.Release)
+	// No revision was ever deployed: released again with an upgrade over
+	// the unlocked (failed) one, as helm-controller releases it.
+	if got := steps(out); !slices.Equal(got, []helm.Action{helm.ActionRecover, helm.ActionUpgrade}) || out.Release.Revision != 2 || out.Release.Status != "deployed" {
+		t.Fatalf("steps %v, release %+v; want recover and upgrade to a deployed revision 2", got, out.Release)
 	}
-	unlocked(rel.Name, 1, "pending-install")
+	// Helm's upgrade supersedes the failed revision it upgraded.
+	unlocked(rel.Name, 1, "pending-install", rcommon.StatusSuperseded)
 }
