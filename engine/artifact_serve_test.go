@@ -9,11 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/internal/testenv"
@@ -38,14 +35,7 @@ func TestArtifactServerServesWhatStatusNamesAndTheStoreLacks(t *testing.T) {
 	}
 	data := t.TempDir()
 	startEngine(t, engine.Options{DataDir: data})
-	src := &sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL: "oci://" + reg.Host() + "/manifests/app", Insecure: true,
-			Interval:  &metav1.Duration{Duration: time.Hour},
-			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
-		},
-	}
+	src := manifestSource(ns, "app", "oci://"+reg.Host()+"/manifests/app", "v1")
 	if err := cp.Client.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}

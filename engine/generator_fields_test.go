@@ -51,14 +51,7 @@ func TestArtifactGeneratorFlux210Fields(t *testing.T) {
 	if err := cp.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	src := &sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL: "oci://" + reg.Host() + "/manifests/apps", Insecure: true,
-			Interval:  &metav1.Duration{Duration: time.Hour},
-			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
-		},
-	}
+	src := manifestSource(ns, "apps", "oci://"+reg.Host()+"/manifests/apps", "v1")
 	gen := &swv1beta1.ArtifactGenerator{
 		ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns},
 		Spec: swv1beta1.ArtifactGeneratorSpec{
@@ -247,14 +240,7 @@ func TestArtifactGeneratorManagedNamespaces(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), o) })
 	}
-	src := &sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenants", Namespace: ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL: "oci://" + reg.Host() + "/manifests/tenants", Insecure: true,
-			Interval:  &metav1.Duration{Duration: time.Hour},
-			Reference: &sourcev1.OCIRepositoryRef{Tag: "v1"},
-		},
-	}
+	src := manifestSource(ns, "tenants", "oci://"+reg.Host()+"/manifests/tenants", "v1")
 	gen := &swv1beta1.ArtifactGenerator{
 		ObjectMeta: metav1.ObjectMeta{Name: "tenants", Namespace: ns},
 		Spec: swv1beta1.ArtifactGeneratorSpec{
@@ -355,4 +341,17 @@ func TestArtifactGeneratorManagedNamespaces(t *testing.T) {
 	waitFor(t, gen, func() bool {
 		return conditions.IsStalled(gen) && strings.Contains(conditions.GetMessage(gen, meta.ReadyCondition), alpha+" is not allowed")
 	}, "Stalled naming the namespace")
+}
+
+// manifestSource is an OCIRepository of plain manifests at url:tag, over
+// plain HTTP, checked hourly.
+func manifestSource(ns, name, url, tag string) *sourcev1.OCIRepository {
+	return &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: url, Insecure: true,
+			Interval:  &metav1.Duration{Duration: time.Hour},
+			Reference: &sourcev1.OCIRepositoryRef{Tag: tag},
+		},
+	}
 }

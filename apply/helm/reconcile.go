@@ -223,22 +223,12 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		// which Helm allows over a failed revision, and so does this.
 	case h.deployed() == nil:
 		a, pol = ActionInstall, o.Install
-	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == p.digest:
-		stop, upgrade, err := s.testDeployed(o, latest, out)
-		if stop {
-			return err
-		}
-		if !upgrade {
-			out.State.InstallFailures, out.State.UpgradeFailures = 0, 0
-			out.Next = Next{Kind: NextDone, Reason: "release is up to date"}
-			return s.reconcileDrift(o.Drift, o.DriftIgnore, out)
-		}
-	case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == "" && o.adopts(latest, p):
-		// Another engine's record (helm-controller's) in sync: left as it
-		// is, its tests handled as for an up-to-date revision of ours
-		// (run only if the selected hooks never ran, as helm-controller
-		// runs them).
-		out.Adopted = true
+	case st == rcommon.StatusDeployed && (latest.Labels[LabelDigest] == p.digest || latest.Labels[LabelDigest] == "" && o.adopts(latest, p)):
+		// Up to date: a revision of ours, or another engine's record
+		// (helm-controller's) in sync, adopted and left as it is. Its
+		// tests are handled alike: run only if the selected hooks never
+		// ran, as helm-controller runs them.
+		out.Adopted = latest.Labels[LabelDigest] == ""
 		stop, upgrade, err := s.testDeployed(o, latest, out)
 		if stop {
 			return err
