@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,12 @@ type DispatcherOptions struct {
 	// the queue drains). It runs on the sender's goroutine or in Record:
 	// it must not block.
 	Report func(Delivery)
+	// Dial opens every connection the Providers' senders make: to a
+	// Provider's address or, when spec.proxy is set, to the proxy. A
+	// refusal fails the send with the hook's error. The engine passes its
+	// destination policy here. Default: (&net.Dialer{Timeout: 30 *
+	// time.Second}).DialContext.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (o DispatcherOptions) withDefaults() DispatcherOptions {
@@ -133,7 +140,7 @@ func (d *Dispatcher) DeleteAlert(ref types.NamespacedName) {
 // returned.
 func (d *Dispatcher) SetProvider(ref types.NamespacedName, p Provider) error {
 	st := &providerState{suspend: p.Suspend}
-	st.sender, st.err = newSender(p)
+	st.sender, st.err = newSender(p, d.opts.Dial)
 	d.SetProviderError(ref, st.err)
 	if st.err == nil {
 		d.mu.RLock()

@@ -8,9 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
+
+	"github.com/cozystack/cozy-aio/internal/redact"
 )
 
 // Provider types a Provider may have.
@@ -75,8 +79,9 @@ type sender interface {
 	post(ctx context.Context, ev *Event) error
 }
 
-// newSender validates p and builds its sender.
-func newSender(p Provider) (sender, error) {
+// newSender validates p and builds its sender, whose connections dial
+// opens (nil: a plain net.Dialer).
+func newSender(p Provider, dial dialFunc) (sender, error) {
 	if p.Address == "" {
 		return nil, errors.New("no address: set spec.address or the key 'address' in spec.secretRef")
 	}
@@ -84,7 +89,7 @@ func newSender(p Provider) (sender, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("invalid address: want an http(s) URL")
 	}
-	c := newHTTPClient(p)
+	c := newHTTPClient(p, dial)
 	switch p.Type {
 	case TypeGeneric:
 		return &generic{c: c, url: p.Address, headers: p.Headers}, nil
@@ -107,14 +112,24 @@ func newSender(p Provider) (sender, error) {
 	return nil, &UnsupportedTypeError{Type: p.Type}
 }
 
+// dialFunc is the type of DispatcherOptions.Dial.
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // newHTTPClient builds the client a provider sends with: its own
-// transport (proxy, CA, client certificate), no redirects to other hosts.
-func newHTTPClient(p Provider) *httpClient {
+// transport (proxy, CA, client certificate, dial), no redirects to other
+// hosts.
+func newHTTPClient(p Provider, dial dialFunc) *httpClient {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if p.TLS != nil {
 		tlsConfig = p.TLS.Clone()
 	}
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second}).DialContext
+	}
 	tr := &http.Transport{
+		// With a proxy, the transport dials the proxy: the hook sees
+		// the address a connection really goes to.
+		DialContext:         dial,
 		Proxy:               nil,
 		TLSClientConfig:     tlsConfig,
 		MaxIdleConnsPerHost: 2,
@@ -128,7 +143,7 @@ func newHTTPClient(p Provider) *httpClient {
 	if timeout <= 0 {
 		timeout = 15 * time.Second
 	}
-	return &httpClient{c: &http.Client{
+	return &httpClient{secrets: providerSecrets(p), c: &http.Client{
 		Transport: tr,
 		Timeout:   timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
@@ -140,21 +155,37 @@ func newHTTPClient(p Provider) *httpClient {
 	}}
 }
 
-type httpClient struct{ c *http.Client }
+type httpClient struct {
+	c *http.Client
+	// secrets are masked in transport errors, in whatever text carries
+	// them.
+	secrets [][]byte
+}
+
+// providerSecrets are the values of p that come from its Secret.
+func providerSecrets(p Provider) [][]byte {
+	s := [][]byte{[]byte(p.Address), []byte(p.Token), []byte(p.Password)}
+	for _, v := range p.Headers {
+		s = append(s, []byte(v))
+	}
+	if p.Proxy != nil {
+		if pw, ok := p.Proxy.User.Password(); ok {
+			s = append(s, []byte(pw))
+		}
+	}
+	return s
+}
 
 // StatusError is a provider's answer other than 2xx. Temporary answers
-// (429 and 5xx) are retried; others are not.
+// (429 and 5xx) are retried; others are not. It holds the code only: the
+// address is the tenant's choice, and an answer's body may echo the
+// request's credentials, so it is never kept.
 type StatusError struct {
 	Code int
-	// Body is the start of the answer, for the operator.
-	Body string
 }
 
 func (e *StatusError) Error() string {
-	if e.Body == "" {
-		return fmt.Sprintf("provider answered %d", e.Code)
-	}
-	return fmt.Sprintf("provider answered %d: %s", e.Code, e.Body)
+	return strings.TrimSpace(fmt.Sprintf("POST to provider address: provider answered %d %s", e.Code, http.StatusText(e.Code)))
 }
 
 // Temporary tells whether retrying may help.
@@ -170,7 +201,7 @@ func (h *httpClient) postJSON(ctx context.Context, rawURL string, v any, set fun
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return redact.Error(fmt.Errorf("POST to provider address: %w", err), h.secrets...)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if set != nil {
@@ -178,23 +209,13 @@ func (h *httpClient) postJSON(ctx context.Context, rawURL string, v any, set fun
 	}
 	resp, err := h.c.Do(req)
 	if err != nil {
-		return redact(err)
+		return redact.Error(fmt.Errorf("POST to provider address: %w", err), h.secrets...)
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	// Drained for the connection's reuse, and not read: see StatusError.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return &StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(snippet))}
+		return &StatusError{Code: resp.StatusCode}
 	}
 	return nil
-}
-
-// redact drops the URL from a transport error: webhook URLs carry
-// secrets (Slack and Teams put the token in the path).
-func redact(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("%s request failed: %w", ue.Op, ue.Err)
-	}
-	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -36,11 +37,11 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 	defer cancel()
 	ep, err := transport.NewEndpoint(repoURL)
 	if err != nil {
-		return Revision{}, fmt.Errorf("git %s: %w", redact(repoURL), err)
+		return Revision{}, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	}
 	auth, cleanup, err := opts.Auth.method(ep)
 	if err != nil {
-		return Revision{}, fmt.Errorf("git %s: %w", redact(repoURL), err)
+		return Revision{}, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	}
 	defer cleanup()
 	repo, err := gogit.Init(memory.NewStorage(), wt)
@@ -91,7 +92,7 @@ func checkoutCommit(ctx context.Context, repoURL string, repo *gogit.Repository,
 	h := plumbing.NewHash(commit)
 	if _, err := repo.CommitObject(h); err != nil {
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
-			return fmt.Errorf("git %s: %w: commit %s", redact(repoURL), source.ErrRefNotFound, commit)
+			return fmt.Errorf("git %s: %w: commit %s", redact.String(repoURL), source.ErrRefNotFound, commit)
 		}
 		return classify(ctx, repoURL, err)
 	}

@@ -7,18 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 )
 
 // classify wraps err with the source error a caller branches on, and the
-// repository URL without credentials.
+// repository URL, redacted with the message.
 func classify(ctx context.Context, repoURL string, err error) error {
 	if err == nil {
 		return nil
@@ -30,7 +30,7 @@ func classify(ctx context.Context, repoURL string, err error) error {
 	var hostErr x509.HostnameError
 	switch {
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("git %s: %w", redact(repoURL), err)
+		return redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
 		strings.Contains(err.Error(), "unable to authenticate"), strings.Contains(err.Error(), "knownhosts: key mismatch"):
 		kind = source.ErrAuth
@@ -41,9 +41,9 @@ func classify(ctx context.Context, repoURL string, err error) error {
 		errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		kind = source.ErrUnreachable
 	default:
-		return fmt.Errorf("git %s: %w", redact(repoURL), err)
+		return redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	}
-	return fmt.Errorf("git %s: %w: %w", redact(repoURL), kind, err)
+	return redact.Error(fmt.Errorf("git %s: %w: %w", repoURL, kind, err))
 }
 
 func isNoMatchingRefSpec(err error) bool {
@@ -54,11 +54,4 @@ func isNoMatchingRefSpec(err error) bool {
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
-}
-
-func redact(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	return s
 }

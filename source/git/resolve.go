@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -34,7 +35,7 @@ var hexSHA1 = regexp.MustCompile(`^[0-9a-f]{40}$`)
 func Resolve(ctx context.Context, repoURL string, opts Options) (Revision, error) {
 	if c := opts.Ref.Commit; c != "" {
 		if !hexSHA1.MatchString(c) {
-			return Revision{}, fmt.Errorf("git %s: %w: commit %q is not a 40-hex SHA-1", redact(repoURL), source.ErrRefNotFound, c)
+			return Revision{}, fmt.Errorf("git %s: %w: commit %q is not a 40-hex SHA-1", redact.String(repoURL), source.ErrRefNotFound, c)
 		}
 		return revision(branchRef(opts.Ref.Branch), c, opts.Ref), nil
 	}
@@ -44,7 +45,7 @@ func Resolve(ctx context.Context, repoURL string, opts Options) (Revision, error
 	}
 	name, commit, err := pick(refs, opts.Ref)
 	if err != nil {
-		return Revision{}, fmt.Errorf("git %s: %w", redact(repoURL), err)
+		return Revision{}, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	}
 	return revision(name, commit, opts.Ref), nil
 }
@@ -75,11 +76,11 @@ func listRemote(ctx context.Context, repoURL string, opts Options) ([]*plumbing.
 	defer cancel()
 	ep, err := transport.NewEndpoint(repoURL)
 	if err != nil {
-		return nil, fmt.Errorf("git %s: %w", redact(repoURL), err)
+		return nil, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	}
 	auth, cleanup, err := opts.Auth.method(ep)
 	if err != nil {
-		return nil, fmt.Errorf("git %s: %w", redact(repoURL), err)
+		return nil, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	}
 	defer cleanup()
 	rem := gogit.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{repoURL}})

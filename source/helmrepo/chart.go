@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -54,7 +55,7 @@ func (c *Client) DownloadChart(ctx context.Context, repoURL string, cv *repo.Cha
 			return nil, err
 		}
 		if _, err := VerifyChart(b, cv.Name, cv.Version); err != nil {
-			return nil, fmt.Errorf("chart %s: %w", redact(u), err)
+			return nil, fmt.Errorf("chart %s: %w", redact.String(u), err)
 		}
 		return b, nil
 	})
@@ -106,12 +107,12 @@ func download(ctx context.Context, u string, cv *repo.ChartVersion, opts Options
 		return nil, err
 	}
 	defer done()
-	b, err := readAll(resp.Body, opts.maxChartSize(), "chart "+redact(u))
+	b, err := readAll(resp.Body, opts.maxChartSize(), "chart "+redact.String(u))
 	if err != nil {
 		return nil, err
 	}
 	if want := strings.TrimPrefix(cv.Digest, "sha256:"); want != "" && !strings.EqualFold(want, sha256Hex(b)) {
-		return nil, fmt.Errorf("chart %s: %w: archive is sha256:%s, the index says %s", redact(u), source.ErrDigestMismatch, sha256Hex(b), cv.Digest)
+		return nil, fmt.Errorf("chart %s: %w: archive is sha256:%s, the index says %s", redact.String(u), source.ErrDigestMismatch, sha256Hex(b), cv.Digest)
 	}
 	return b, nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -88,7 +89,7 @@ func httpClient(opts Options) (*http.Client, func()) {
 func get(ctx context.Context, u string, opts Options, withCreds bool, header http.Header) (*http.Response, func(), error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", redact(u), err)
+		return nil, nil, redact.Error(fmt.Errorf("%s: %w", u, err))
 	}
 	for k, v := range header {
 		req.Header[k] = v
@@ -113,7 +114,7 @@ func get(ctx context.Context, u string, opts Options, withCreds bool, header htt
 }
 
 func statusError(u string, code int) error {
-	msg := fmt.Sprintf("GET %s: %d %s", redact(u), code, http.StatusText(code))
+	msg := fmt.Sprintf("GET %s: %d %s", redact.String(u), code, http.StatusText(code))
 	switch code {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return fmt.Errorf("%s: %w", msg, source.ErrAuth)
@@ -124,7 +125,7 @@ func statusError(u string, code int) error {
 }
 
 // classify wraps a transport error with the source error a caller
-// branches on.
+// branches on, redacted with the URL.
 func classify(ctx context.Context, u string, err error) error {
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
@@ -132,12 +133,12 @@ func classify(ctx context.Context, u string, err error) error {
 	var recErr tls.RecordHeaderError
 	switch {
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("GET %s: %w", redact(u), err)
+		return redact.Error(fmt.Errorf("GET %s: %w", u, err))
 	case errors.As(err, &certErr), errors.As(err, &opErr), errors.As(err, &dnsErr),
 		errors.As(err, &recErr), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("GET %s: %w: %w", redact(u), source.ErrUnreachable, err)
+		return redact.Error(fmt.Errorf("GET %s: %w: %w", u, source.ErrUnreachable, err))
 	}
-	return fmt.Errorf("GET %s: %w", redact(u), err)
+	return redact.Error(fmt.Errorf("GET %s: %w", u, err))
 }
 
 // readAll reads at most max bytes of r, failing with source.ErrTooLarge
@@ -158,17 +159,6 @@ func sameHost(base, u string) bool {
 	b, err1 := url.Parse(base)
 	c, err2 := url.Parse(u)
 	return err1 == nil && err2 == nil && strings.EqualFold(b.Host, c.Host)
-}
-
-// redact drops the user info and query of a URL for messages.
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return u
-	}
-	p.User = nil
-	p.RawQuery = ""
-	return p.String()
 }
 
 func sha256Hex(b []byte) string {

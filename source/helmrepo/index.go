@@ -14,6 +14,7 @@ import (
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -76,11 +77,11 @@ func (c *Client) FetchIndex(ctx context.Context, store *source.Store, obj source
 	defer done()
 	if resp.StatusCode == http.StatusNotModified {
 		if len(header) == 0 {
-			return IndexResult{}, fmt.Errorf("%s: GET %s: 304 Not Modified to an unconditional request", obj, redact(u))
+			return IndexResult{}, fmt.Errorf("%s: GET %s: 304 Not Modified to an unconditional request", obj, redact.String(u))
 		}
 		return IndexResult{Unchanged: true, Digest: lastDigest}, nil
 	}
-	b, err := readAll(resp.Body, opts.maxIndexSize(), "index "+redact(u))
+	b, err := readAll(resp.Body, opts.maxIndexSize(), "index "+redact.String(u))
 	if err != nil {
 		return IndexResult{}, fmt.Errorf("%s: %w", obj, err)
 	}
@@ -97,7 +98,7 @@ func (c *Client) FetchIndex(ctx context.Context, store *source.Store, obj source
 	}
 	idx, err := ParseIndex(b)
 	if err != nil {
-		return IndexResult{}, fmt.Errorf("%s: index %s: %w", obj, redact(u), err)
+		return IndexResult{}, fmt.Errorf("%s: index %s: %w", obj, redact.String(u), err)
 	}
 	c.indexes.put(digest, &parsedIndex{index: idx}, int64(len(b)))
 	remember()
