@@ -53,7 +53,10 @@
 // Releases are stored by Helm's Secret driver in Release.StorageNamespace
 // (default: the release namespace), keeping DefaultMaxHistory revisions.
 // With Release.ServiceAccount every request, storage included, impersonates
-// that ServiceAccount.
+// that ServiceAccount. A record is inflated up to
+// Options.MaxReleaseRecordBytes and no further: a larger one (anyone who
+// can write a Secret there can write one) fails every action on its
+// release with a *RecordTooLargeError and stops no other release.
 //
 // # API requests
 //

@@ -9,3 +9,6 @@ import (
 func NewReleaseSecrets(impl typedcorev1.SecretInterface) driver.Driver {
 	return &releaseSecrets{impl: impl}
 }
+
+// RecordBomb exposes recordBomb to the external tests.
+var RecordBomb = recordBomb

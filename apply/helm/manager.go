@@ -112,7 +112,21 @@ type Options struct {
 	// and measures retry intervals by (State.LastFailure, Next.After).
 	// Default: time.Now.
 	Now func() time.Time
+	// MaxReleaseRecordBytes bounds a release record once decompressed:
+	// anyone who can write a Secret in a storage namespace writes records
+	// there, and a few hundred kilobytes of gzip inflate to gigabytes. A
+	// larger record is not inflated further than this, and every action
+	// on its release fails with a *RecordTooLargeError. Zero or negative:
+	// DefaultMaxReleaseRecordBytes.
+	MaxReleaseRecordBytes int64
 }
+
+// DefaultMaxReleaseRecordBytes is the default of
+// Options.MaxReleaseRecordBytes, 64 MiB. A Secret holds at most 1 MiB,
+// and Helm's records (JSON of YAML and of the chart's files) compress 5
+// to 20 times, so the largest record a chart can have inflates to some
+// 20 MiB; what inflates past 64 MiB is a compression bomb, not a chart.
+const DefaultMaxReleaseRecordBytes = 64 << 20
 
 // Manager runs Helm actions in-process. It is safe for concurrent use:
 // actions on different releases run in parallel, and actions on one
@@ -236,7 +250,8 @@ func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (
 	kc := kube.New(c.getter)
 	kc.Namespace = rel.namespace()
 	kc.SetLogger(h)
-	d := &releaseSecrets{impl: c.cs.CoreV1().Secrets(rel.storageNamespace()), pendingAfter: m.opts.PendingAfter}
+	d := &releaseSecrets{impl: c.cs.CoreV1().Secrets(rel.storageNamespace()), pendingAfter: m.opts.PendingAfter,
+		maxRecord: m.opts.MaxReleaseRecordBytes}
 	if fence := m.opts.Fence; fence != nil {
 		d.fence = func() error { return fence(ctx, rel) }
 	}

@@ -50,7 +50,9 @@ func remedyOptions(s Spec) RollbackOptions {
 func (s *session) recoverPending(o RollbackOptions) ([]Result, error) {
 	h, err := s.history()
 	if err != nil {
-		return nil, wrap(s.rel, ActionRecover, err)
+		// Not the recovery's error: every action reads the history
+		// first, and no pending revision was found to recover.
+		return nil, wrap(s.rel, ActionNone, err)
 	}
 	latest := h.latest()
 	if latest == nil || !isPending(statusOf(latest)) {

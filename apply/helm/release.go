@@ -167,6 +167,23 @@ var (
 	ErrRecordConflict = errors.New("the release record changed since this process read it: another holder has taken over")
 )
 
+// RecordTooLargeError means a release record (a Helm release Secret)
+// decompresses past Options.MaxReleaseRecordBytes, or its payload alone
+// is larger. The record is not read, so neither is the release's history:
+// every action on the release fails with this error, and writes nothing,
+// until the Secret is replaced or deleted. It has no cause to unwrap.
+type RecordTooLargeError struct {
+	// Secret is the Secret's namespace/name.
+	Secret string
+	// Limit is the limit it passes, in bytes.
+	Limit int64
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("release record Secret %s decompresses past %d bytes (Options.MaxReleaseRecordBytes): it is not read, and the release is left alone until the Secret is replaced or deleted",
+		e.Secret, e.Limit)
+}
+
 // HeldError means a pending release is held by another live holder, so it
 // must not be recovered by this process.
 type HeldError struct {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,10 @@ import (
 type releaseSecrets struct {
 	impl typedcorev1.SecretInterface
 	recordFence
+
+	// maxRecord bounds a decoded record (Options.MaxReleaseRecordBytes;
+	// zero: the default).
+	maxRecord int64
 
 	// pendingAfter, when positive, holds back the create of a pending
 	// revision for that long (Options.PendingAfter): an action that ends
@@ -82,7 +87,7 @@ func (s *releaseSecrets) get(key string) (*corev1.Secret, *releasev1.Release, er
 		}
 		return nil, nil, fmt.Errorf("get: failed to get %q: %w", key, err)
 	}
-	r, err := decodeRelease(obj.Data["release"])
+	r, err := s.decode(obj)
 	if err != nil {
 		return nil, nil, fmt.Errorf("get: failed to decode data %q: %w", key, err)
 	}
@@ -93,6 +98,16 @@ func (s *releaseSecrets) get(key string) (*corev1.Secret, *releasev1.Release, er
 		}
 	}
 	return obj, r, nil
+}
+
+// decode reads a release Secret's record, naming the Secret when it is
+// too large.
+func (s *releaseSecrets) decode(obj *corev1.Secret) (*releasev1.Release, error) {
+	r, err := decodeRelease(obj.Data["release"], s.maxRecord)
+	if tooLarge := (*RecordTooLargeError)(nil); errors.As(err, &tooLarge) {
+		tooLarge.Secret = obj.Namespace + "/" + obj.Name
+	}
+	return r, err
 }
 
 func (s *releaseSecrets) List(filter func(ri.Releaser) bool) ([]ri.Releaser, error) {
@@ -126,16 +141,24 @@ func (s *releaseSecrets) Query(labels map[string]string) ([]ri.Releaser, error) 
 }
 
 // list decodes the Secrets matching labels; one that does not decode is
-// skipped, as Helm's driver skips it.
+// skipped, as Helm's driver skips it, except a record too large to read
+// in a query of one release's records: skipped, it would hide a revision
+// that exists, and Helm would then write over it (which this driver
+// refuses as ErrRecordConflict, a misleading word for it). Across
+// releases (List), it is skipped so that it stops only its own release.
 func (s *releaseSecrets) list(labels map[string]string) ([]ri.Releaser, error) {
 	items, err := s.impl.List(context.Background(), metav1.ListOptions{LabelSelector: kblabels.Set(labels).AsSelector().String()})
 	if err != nil {
 		return nil, err
 	}
+	_, oneRelease := labels["name"]
 	var out []ri.Releaser
 	for _, item := range items.Items {
 		s.remember(item.Name, item.ResourceVersion)
-		r, err := decodeRelease(item.Data["release"])
+		r, err := s.decode(&item)
+		if tooLarge := (*RecordTooLargeError)(nil); oneRelease && errors.As(err, &tooLarge) {
+			return nil, err
+		}
 		if err != nil {
 			continue
 		}
@@ -349,8 +372,20 @@ func encodeRelease(r *releasev1.Release) ([]byte, error) {
 }
 
 // decodeRelease reads Helm's storage format; a payload without the gzip
-// header is plain JSON, as Helm wrote before it compressed.
-func decodeRelease(data []byte) (*releasev1.Release, error) {
+// header is plain JSON, as Helm wrote before it compressed. Neither the
+// payload nor what it inflates to may pass limit bytes (zero or less:
+// DefaultMaxReleaseRecordBytes): anyone who can write a Secret in the
+// storage namespace writes records, and a few hundred kilobytes of gzip
+// inflate to gigabytes. Past it, the error is a *RecordTooLargeError
+// without the Secret, which the caller names.
+func decodeRelease(data []byte, limit int64) (*releasev1.Release, error) {
+	if limit <= 0 {
+		limit = DefaultMaxReleaseRecordBytes
+	}
+	// Padding makes DecodedLen up to 2 more than the bytes decoded.
+	if int64(base64.StdEncoding.DecodedLen(len(data))) > limit+2 {
+		return nil, &RecordTooLargeError{Limit: limit}
+	}
 	b := make([]byte, base64.StdEncoding.DecodedLen(len(data)))
 	n, err := base64.StdEncoding.Decode(b, data)
 	if err != nil {
@@ -358,26 +393,64 @@ func decodeRelease(data []byte) (*releasev1.Release, error) {
 	}
 	b = b[:n]
 	if bytes.HasPrefix(b, gzipMagic) {
-		var zr *gzip.Reader
-		if v := gzipReaders.Get(); v != nil {
-			zr = v.(*gzip.Reader)
-			err = zr.Reset(bytes.NewReader(b))
-		} else {
-			zr, err = gzip.NewReader(bytes.NewReader(b))
-		}
-		if err != nil {
+		if b, err = inflate(b, limit); err != nil {
 			return nil, err
 		}
-		plain, err := io.ReadAll(zr)
-		gzipReaders.Put(zr)
-		if err != nil {
-			return nil, err
-		}
-		b = plain
+	}
+	if int64(len(b)) > limit {
+		return nil, &RecordTooLargeError{Limit: limit}
 	}
 	var r releasev1.Release
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// inflate gunzips gz, reading at most limit+1 bytes of its output: one
+// more than limit tells that it is too large. The buffer starts at the
+// size the gzip trailer states (ISIZE), so an honest record is read into
+// a single allocation; a dishonest trailer changes how the buffer grows,
+// never how far.
+func inflate(gz []byte, limit int64) ([]byte, error) {
+	var zr *gzip.Reader
+	var err error
+	if v := gzipReaders.Get(); v != nil {
+		zr = v.(*gzip.Reader)
+		err = zr.Reset(bytes.NewReader(gz))
+	} else {
+		zr, err = gzip.NewReader(bytes.NewReader(gz))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer gzipReaders.Put(zr)
+	buf := make([]byte, 0, inflatedSizeHint(gz, limit))
+	for {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*int64(cap(buf)), limit+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := zr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case int64(len(buf)) > limit:
+			return nil, &RecordTooLargeError{Limit: limit}
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+}
+
+// inflatedSizeHint is the size gz's trailer states, at least 512 bytes
+// and at most limit+1.
+func inflatedSizeHint(gz []byte, limit int64) int64 {
+	stated := int64(512)
+	if len(gz) >= 18 { // a 10-byte header and an 8-byte trailer
+		stated = max(stated, int64(binary.LittleEndian.Uint32(gz[len(gz)-4:])))
+	}
+	return min(stated, limit+1)
 }

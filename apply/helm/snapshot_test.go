@@ -272,7 +272,7 @@ func TestRecordDigestSecretRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, payload := range map[string][]byte{"this package's": data, "Helm's": secrets.objs[key].Data["release"]} {
-		back, err := decodeRelease(payload)
+		back, err := decodeRelease(payload, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

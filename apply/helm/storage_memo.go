@@ -19,6 +19,10 @@ type memoDriver struct {
 
 	mu     sync.Mutex
 	loaded map[string][]*releasev1.Release // by release name
+	// unreadable are the releases with a record too large to read, by
+	// name: asked again in the session, the answer would be the same,
+	// inflated again up to the limit.
+	unreadable map[string]error
 
 	// none, when set, tells that a release has no record without a
 	// request (Cache); wrote notes a record written.
@@ -27,7 +31,7 @@ type memoDriver struct {
 }
 
 func newMemoDriver(d driver.Driver) *memoDriver {
-	return &memoDriver{Driver: d, loaded: map[string][]*releasev1.Release{}}
+	return &memoDriver{Driver: d, loaded: map[string][]*releasev1.Release{}, unreadable: map[string]error{}}
 }
 
 // byName reports whether the query is one the memory answers: the
@@ -73,11 +77,17 @@ func (d *memoDriver) load(name string) ([]*releasev1.Release, error) {
 	if revs, ok := d.loaded[name]; ok {
 		return revs, nil
 	}
+	if err := d.unreadable[name]; err != nil {
+		return nil, err
+	}
 	if d.none != nil && d.none(name) {
 		d.loaded[name] = []*releasev1.Release{}
 		return d.loaded[name], nil
 	}
 	rs, err := d.Driver.Query(map[string]string{"name": name, "owner": "helm"})
+	if tooLarge := (*RecordTooLargeError)(nil); errors.As(err, &tooLarge) {
+		d.unreadable[name] = err
+	}
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, err
 	}
