@@ -11,13 +11,14 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz chaos switch-over
+.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz fuzz-short chaos switch-over
 
 ## test: gofmt, go mod tidy and go vet, build the test control plane, the cluster
-## simulator and the S3 server if missing, run every test.
+## simulator and the S3 server if missing, run every test, then fuzz-short.
 test: fmt-check tidy-check vet testbin-cluster testbin-s3
 	COZY_TESTBIN_DIR=$(TESTBIN_DIR) $(GO) test $(GO_TEST_FLAGS) ./...
 	$(GO) test -race -count=1 ./shard/
+	@$(MAKE) --no-print-directory fuzz-short
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -145,6 +146,18 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./engine/cluster/
 	$(GO) test -run '^$$' -fuzz '^FuzzCacheTransform$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzSignedContent$$' -fuzztime $(FUZZTIME) ./source/verify/
+	$(GO) test -run '^$$' -fuzz '^FuzzTamperedSignature$$' -fuzztime $(FUZZTIME) ./source/verify/
+
+## fuzz-short: the fuzz targets whose oracles guard untrusted input (kubeconfigs, signatures,
+## archives, generator paths) for FUZZTIME_SHORT each (default 10s); `make test` runs it. `make fuzz`
+## runs them longer, with the others. A failing input lands in the package's testdata/fuzz/.
+FUZZTIME_SHORT ?= 10s
+fuzz-short:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME_SHORT) ./engine/cluster/
+	$(GO) test -run '^$$' -fuzz '^FuzzTamperedSignature$$' -fuzztime $(FUZZTIME_SHORT) ./source/verify/
+	$(GO) test -run '^$$' -fuzz '^FuzzSignedContent$$' -fuzztime $(FUZZTIME_SHORT) ./source/verify/
+	$(GO) test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME_SHORT) ./source/
+	$(GO) test -run '^$$' -fuzz '^FuzzCopyPaths$$' -fuzztime $(FUZZTIME_SHORT) ./source/generate/
 
 ## bench: every Go benchmark (figures go to BENCHMARKS.md).
 bench:

@@ -7,10 +7,14 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cozystack/cozy-aio/source"
@@ -122,16 +126,52 @@ func TestExtractRejectsMaliciousArchives(t *testing.T) {
 	}
 }
 
-// assertConfined fails when anything but the "out" directory appeared in
-// parent.
-func assertConfined(t testing.TB, parent string) {
+// assertConfined fails when anything but the "out" directory and an empty
+// "sentinel" directory is in parent, or when a symlink in out resolves,
+// lexically from where it lies, outside out. It returns the bytes of the
+// regular files in out.
+func assertConfined(t testing.TB, parent string) int64 {
 	t.Helper()
 	entries, _ := os.ReadDir(parent)
 	for _, e := range entries {
-		if e.Name() != "out" {
+		if e.Name() != "out" && e.Name() != "sentinel" {
 			t.Fatalf("extraction wrote %s outside its root", e.Name())
 		}
 	}
+	if in, _ := os.ReadDir(filepath.Join(parent, "sentinel")); len(in) > 0 {
+		t.Fatalf("extraction wrote %s into a sibling of its root", in[0].Name())
+	}
+	out := filepath.Join(parent, "out")
+	var size int64
+	err := filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode().IsRegular():
+			size += fi.Size()
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(p), target)
+			}
+			if rel, err := filepath.Rel(out, target); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+				t.Fatalf("symlink %s points outside the root, to %s", p, target)
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return size
 }
 
 func TestExtractGood(t *testing.T) {
@@ -156,17 +196,80 @@ func TestExtractGood(t *testing.T) {
 	}
 }
 
-// FuzzExtract checks that no archive makes Extract panic or write outside
-// its root.
+// fuzzMaxSize is FuzzExtract's limit, small enough for the fuzzer to pass.
+const fuzzMaxSize = 3000
+
+// FuzzExtract extracts arbitrary archives next to an empty sentinel
+// directory and checks what landed on disk: nothing outside the target,
+// the sentinel still empty, no symlink in the target pointing out of it,
+// at most fuzzMaxSize bytes of files. When Extract succeeds, a reading of
+// the archive of its own finds no entry that Extract must refuse: an
+// absolute path or a ".." segment, a symlink resolving outside, a device
+// or FIFO, or more file content than the limit.
 func FuzzExtract(f *testing.F) {
 	for _, tc := range maliciousCorpus(f) {
 		f.Add(tc.tar)
 	}
 	f.Add(mkTar(f, true, entry{name: "a/b/c", body: "x"}, entry{name: "a/l", link: "b", typ: tar.TypeSymlink}))
+	// A ".." that cleans to a path inside, refused all the same.
+	f.Add(mkTar(f, false, entry{name: "a/../b", body: "x"}))
+	f.Add(mkTar(f, false, entry{name: "l", link: "a/../../x", typ: tar.TypeSymlink}))
+	// Hard links are copies, which count against the limit.
+	big := strings.Repeat("x", fuzzMaxSize/2)
+	f.Add(mkTar(f, false, entry{name: "a", body: big},
+		entry{name: "h1", link: "a", typ: tar.TypeLink}, entry{name: "h2", link: "a", typ: tar.TypeLink}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()
-		err := source.Extract(context.Background(), bytes.NewReader(data), filepath.Join(parent, "out"), source.ExtractOptions{MaxSize: 1 << 20})
-		_ = fmt.Sprint(err)
-		assertConfined(t, parent)
+		if err := os.Mkdir(filepath.Join(parent, "sentinel"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		err := source.Extract(context.Background(), bytes.NewReader(data), filepath.Join(parent, "out"), source.ExtractOptions{MaxSize: fuzzMaxSize})
+		if size := assertConfined(t, parent); size > fuzzMaxSize {
+			t.Fatalf("%d bytes written, more than the limit of %d (err: %v)", size, fuzzMaxSize, err)
+		}
+		if err == nil {
+			assertNothingRefused(t, data)
+		}
 	})
+}
+
+// assertNothingRefused reads an archive that Extract accepted and fails
+// on the first entry that Extract should have refused.
+func assertNothingRefused(t testing.TB, data []byte) {
+	t.Helper()
+	var r io.Reader = bytes.NewReader(data)
+	if bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			t.Fatalf("Extract accepted a stream that is not gzip: %v", err)
+		}
+		r = gz
+	}
+	tr := tar.NewReader(r)
+	var content int64
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			return // Extract read the same entries up to here
+		}
+		name := strings.ReplaceAll(hdr.Name, `\`, "/")
+		if strings.HasPrefix(name, "/") || slices.Contains(strings.Split(name, "/"), "..") {
+			t.Fatalf("accepted the entry %q, which climbs out of the root", hdr.Name)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // Extract reads old archives too
+			if content += hdr.Size; content > fuzzMaxSize {
+				t.Fatalf("accepted %d bytes of files, more than the limit of %d", content, fuzzMaxSize)
+			}
+		case tar.TypeSymlink:
+			to := path.Join(path.Dir(path.Clean(name)), hdr.Linkname)
+			if path.IsAbs(hdr.Linkname) || to == ".." || strings.HasPrefix(to, "../") {
+				t.Fatalf("accepted the symlink %q -> %q, which resolves outside the root", hdr.Name, hdr.Linkname)
+			}
+		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			if path.Clean(name) != "." {
+				t.Fatalf("accepted the device or FIFO %q", hdr.Name)
+			}
+		}
+	}
 }
