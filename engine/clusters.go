@@ -19,7 +19,13 @@ import (
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/cluster"
 	"github.com/cozystack/cozy-aio/health"
+	"github.com/cozystack/cozy-aio/internal/egress"
 )
+
+// destinations is the destination policy of tenant-chosen addresses.
+func (e *Engine) destinations() egress.Policy {
+	return egress.Policy{Allow: e.opts.Destinations.Allow, Deny: e.opts.Destinations.Deny}
+}
 
 // restClientErrorReason is the Ready reason of a HelmRelease whose
 // cluster has no client: its kubeConfig cannot be read or is refused
@@ -62,7 +68,7 @@ func newClusterRegistry(e *Engine) (*cluster.Registry[*clusterClients], error) {
 			}
 		},
 		Load: cluster.LoadOptions{AllowExec: ro.AllowExec, AllowInsecureTLS: ro.AllowInsecureTLS,
-			UserAgent: "cozy-aio"},
+			AllowWorkloadIdentity: ro.AllowWorkloadIdentity, Destinations: e.destinations(), UserAgent: "cozy-aio"},
 		IdleAfter: ro.IdleAfter,
 	})
 }
@@ -132,7 +138,9 @@ func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.Kube
 	err = fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
 	var fe *cluster.FieldError
 	var pe *cluster.UnsupportedProviderError
-	if errors.As(err, &fe) || errors.As(err, &pe) {
+	var we *cluster.WorkloadIdentityDisabledError
+	_, refused := egress.Refused(err)
+	if errors.As(err, &fe) || errors.As(err, &pe) || errors.As(err, &we) || refused {
 		// No retry makes a refused kubeconfig acceptable; a change to the
 		// Secret or ConfigMap does, and so does a spec change.
 		return nil, stalled(restClientErrorReason, err), false
@@ -255,11 +263,11 @@ func newClusterCollector(c *cluster.Registry[*clusterClients]) *clusterCollector
 	return &clusterCollector{clusters: c,
 		open: prometheus.NewDesc("cozy_aio_remote_clusters", "Remote clusters (spec.kubeConfig) the engine holds clients for.", nil, nil),
 		requests: prometheus.NewDesc("cozy_aio_remote_cluster_requests_total",
-			"Requests sent to a remote cluster's API server, by the kubeConfig Secret or ConfigMap.", []string{"cluster", "host"}, nil),
+			"Requests sent to a remote cluster's API server, by the kubeConfig Secret or ConfigMap.", []string{"cluster"}, nil),
 		errors: prometheus.NewDesc("cozy_aio_remote_cluster_errors_total",
-			"Requests to a remote cluster's API server that got no answer, a 5xx, 401 or 403.", []string{"cluster", "host"}, nil),
+			"Requests to a remote cluster's API server that got no answer, a 5xx, 401 or 403.", []string{"cluster"}, nil),
 		lastContact: prometheus.NewDesc("cozy_aio_remote_cluster_last_contact_timestamp_seconds",
-			"When a remote cluster's API server last answered (0: never).", []string{"cluster", "host"}, nil),
+			"When a remote cluster's API server last answered (0: never).", []string{"cluster"}, nil),
 	}
 }
 
@@ -283,9 +291,11 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		if !s.LastContact.IsZero() {
 			last = float64(s.LastContact.UnixNano()) / 1e9
 		}
-		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(s.Requests), s.Source, s.Host)
-		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(s.Errors), s.Source, s.Host)
-		ch <- prometheus.MustNewConstMetric(c.lastContact, prometheus.GaugeValue, last, s.Source, s.Host)
+		// No host label: the address is the tenant's to choose, and a
+		// label value must never carry a string a tenant wrote freely.
+		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(s.Requests), s.Source)
+		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(s.Errors), s.Source)
+		ch <- prometheus.MustNewConstMetric(c.lastContact, prometheus.GaugeValue, last, s.Source)
 	}
 }
 

@@ -28,7 +28,7 @@ func TestEventsNameFluxStages(t *testing.T) {
 	ns := cp.Namespace(t)
 	hook := newHookServer(t, "", http.StatusOK)
 	reg := chartRegistry(t, demoChart("1.0.0"))
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	alertTo(t, ns, hook, "HelmRelease", "Kustomization")
 	installed := helmRelease(ns, "app", "demo")
 	waits := helmRelease(ns, "waits", "demo")
@@ -66,7 +66,7 @@ func TestEventsNameFluxStages(t *testing.T) {
 func TestKustomizationEventsListTheChangeSet(t *testing.T) {
 	ns := cp.Namespace(t)
 	hook := newHookServer(t, "", http.StatusOK)
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	alertTo(t, ns, hook, "Kustomization")
 	repo, gr := gitSource(t, ns, "apps", map[string]string{"deploy/a.yaml": configMap("a", ns), "deploy/b.yaml": configMap("b", ns)})
 	ks := kustomization(ns, "apps", "apps", "./deploy")

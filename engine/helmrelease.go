@@ -477,7 +477,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
-	if !obj.Spec.Suspend {
+	if !obj.Spec.Suspend && releaseRecorded(obj) {
 		c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
 		if kubeConfigGone(obj.Spec.KubeConfig, err) {
 			// As helm-controller: without its kubeconfig the release
@@ -489,20 +489,41 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (ti
 			return 0, e.releaseFinalizer(ctx, obj, self)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
+			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: spec.kubeConfig: %w", self, err))
 		}
 		mgr, err := c.Value.helm()
 		if err != nil {
-			return 0, err
+			return 0, e.uninstallFailed(ctx, obj, err)
 		}
 		rel := helm.Release{Name: releaseName(obj), Namespace: obj.GetReleaseNamespace(),
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
 		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {
-			return 0, fmt.Errorf("%s: uninstalling on deletion: %w", self, remoteError(c.Source, err))
+			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: uninstalling on deletion: %w", self, remoteError(c.Source, err)))
 		}
 	}
 	return 0, e.releaseFinalizer(ctx, obj, self)
+}
+
+// uninstallFailed says on Ready why a deleted release is still there, as
+// helm-controller's UninstallFailed, and returns err: the shard retries the
+// uninstall with its backoff.
+func (e *Engine) uninstallFailed(ctx context.Context, obj *helmv2.HelmRelease, err error) error {
+	patch := client.MergeFrom(obj.DeepCopy())
+	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.UninstallFailedReason, "failed to uninstall release: %s", err)
+	if perr := e.mgr.GetClient().Status().Patch(ctx, obj, patch); perr != nil && !apierrors.IsNotFound(perr) {
+		e.opts.Logger.Error(perr, "writing the uninstall failure", "HelmRelease", obj.Namespace+"/"+obj.Name)
+	}
+	return err
+}
+
+// releaseRecorded tells whether a HelmRelease's status records a release
+// that may exist: a storage namespace (set before any Helm action) or a
+// history. As helm-controller, a release that records neither was never
+// acted on, so its deletion needs no uninstall, and no cluster: a release
+// of a tenant cluster that never came up is deleted at once.
+func releaseRecorded(obj *helmv2.HelmRelease) bool {
+	return obj.Status.StorageNamespace != "" || len(obj.Status.History) > 0
 }
 
 // releaseFinalizer deletes the HelmChart a deleted release owns, then

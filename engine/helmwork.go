@@ -52,7 +52,8 @@ func (e *Engine) helmManager() (*helm.Manager, error) {
 // helmOptions are the options of a Helm manager of this engine's, on any
 // cluster: one holder, and the fencing of the shard Leases.
 func (e *Engine) helmOptions(waiter *health.Waiter, cache *helm.Cache) helm.Options {
-	opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}, Waiter: waiter, Cache: cache}
+	opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}, Waiter: waiter, Cache: cache,
+		MaxReleaseRecordBytes: e.opts.MaxReleaseRecordBytes}
 	if e.opts.ProgressAfter > 0 {
 		// A release record shows pending exactly when the status
 		// shows the action running.

@@ -95,20 +95,71 @@ func TestKindsRefusesAnUnknownKind(t *testing.T) {
 func TestArtifactOfAnotherServerIsFetched(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
+	// The other server listens on loopback, which the destination policy
+	// refuses for foreign artifacts by default.
+	startEngine(t, engine.Options{Kinds: []string{swv1beta1.ArtifactGeneratorKind}, Destinations: loopbackDestinations})
+	gets, gen := foreignArtifactGenerator(ctx, t, ns)
+	readyOnce := func(name, what string) {
+		t.Helper()
+		ea := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		waitFor(t, ea, func() bool { return ea.Status.Artifact != nil && conditions.IsReady(ea) }, "ExternalArtifact "+name+" with an artifact")
+		if n := gets.Load(); n != 1 {
+			t.Errorf("%s, the foreign artifact was fetched %d times, want 1", what, n)
+		}
+	}
+	readyOnce("demo", "after the first output")
+
+	// A second output of the same source reads it from the store. (The
+	// engine writes the generator's status meanwhile: retry on conflict.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(gen), gen); err != nil {
+			return err
+		}
+		gen.Spec.OutputArtifacts = append(gen.Spec.OutputArtifacts, swv1beta1.OutputArtifact{
+			Name: "demo-copy", Copy: []swv1beta1.CopyOperation{{From: "@pkg/chart/Chart.yaml", To: "@artifact/Chart.yaml"}},
+		})
+		return cp.Client.Update(ctx, gen)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	readyOnce("demo-copy", "after a second output")
+
+	// An artifact whose bytes do not match its digest is refused.
+	src := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Name: "packages", Namespace: ns}}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+			return err
+		}
+		src.Status.Artifact.Digest = "sha256:" + strings.Repeat("0", 64)
+		src.Status.Artifact.Revision = "sha256:" + strings.Repeat("cd", 32)
+		return cp.Client.Status().Update(ctx, src)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, gen, func() bool {
+		c := conditions.Get(gen, meta.ReadyCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "digest")
+	}, "the generator refusing an artifact whose digest does not match")
+}
+
+// foreignArtifactGenerator serves an artifact from a server of its own, as
+// source-controller would, names it in an OCIRepository's status, and
+// creates an ArtifactGenerator that copies from it. It returns the count
+// of the server's GETs and the generator.
+func foreignArtifactGenerator(ctx context.Context, t *testing.T, ns string) (*atomic.Int32, *swv1beta1.ArtifactGenerator) {
+	t.Helper()
 	archive, err := testenv.TarGz(map[string]string{"chart/Chart.yaml": "name: demo\nversion: 1.0.0\n"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(archive)
 	digest := "sha256:" + hex.EncodeToString(sum[:])
-	var gets atomic.Int32
+	gets := &atomic.Int32{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gets.Add(1)
 		_, _ = w.Write(archive)
 	}))
 	t.Cleanup(srv.Close)
-	startEngine(t, engine.Options{Kinds: []string{swv1beta1.ArtifactGeneratorKind}})
-
 	// The OCIRepository's status as source-controller writes it: its
 	// path and URL name the file by the revision.
 	src := &sourcev1.OCIRepository{
@@ -142,44 +193,22 @@ func TestArtifactOfAnotherServerIsFetched(t *testing.T) {
 	if err := cp.Client.Create(ctx, gen); err != nil {
 		t.Fatal(err)
 	}
-	readyOnce := func(name, what string) {
-		t.Helper()
-		ea := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-		waitFor(t, ea, func() bool { return ea.Status.Artifact != nil && conditions.IsReady(ea) }, "ExternalArtifact "+name+" with an artifact")
-		if n := gets.Load(); n != 1 {
-			t.Errorf("%s, the foreign artifact was fetched %d times, want 1", what, n)
-		}
-	}
-	readyOnce("demo", "after the first output")
+	return gets, gen
+}
 
-	// A second output of the same source reads it from the store. (The
-	// engine writes the generator's status meanwhile: retry on conflict.)
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(gen), gen); err != nil {
-			return err
-		}
-		gen.Spec.OutputArtifacts = append(gen.Spec.OutputArtifacts, swv1beta1.OutputArtifact{
-			Name: "demo-copy", Copy: []swv1beta1.CopyOperation{{From: "@pkg/chart/Chart.yaml", To: "@artifact/Chart.yaml"}},
-		})
-		return cp.Client.Update(ctx, gen)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	readyOnce("demo-copy", "after a second output")
-
-	// An artifact whose bytes do not match its digest is refused.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
-			return err
-		}
-		src.Status.Artifact.Digest = "sha256:" + strings.Repeat("0", 64)
-		src.Status.Artifact.Revision = "sha256:" + strings.Repeat("cd", 32)
-		return cp.Client.Status().Update(ctx, src)
-	}); err != nil {
-		t.Fatal(err)
-	}
+// TestArtifactOfARefusedServerIsNotFetched: a status.artifact.url is its
+// writer's to choose, so it passes the destination policy: on loopback,
+// refused by default, it is never fetched, and the error names the policy.
+func TestArtifactOfARefusedServerIsNotFetched(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	startEngine(t, engine.Options{Kinds: []string{swv1beta1.ArtifactGeneratorKind}})
+	gets, gen := foreignArtifactGenerator(ctx, t, ns)
 	waitFor(t, gen, func() bool {
-		c := conditions.Get(gen, meta.ReadyCondition)
-		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "digest")
-	}, "the generator refusing an artifact whose digest does not match")
+		r := conditions.Get(gen, meta.ReadyCondition)
+		return r != nil && r.Status == metav1.ConditionFalse && strings.Contains(r.Message, "destination policy")
+	}, "Ready=False naming the destination policy")
+	if n := gets.Load(); n != 0 {
+		t.Fatalf("the refused server got %d requests, want 0", n)
+	}
 }

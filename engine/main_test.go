@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -32,6 +33,13 @@ func TestMain(m *testing.M) {
 }
 
 // startEngine runs an engine for one test and stops it at the end.
+// loopbackDestinations lets tenant-chosen addresses on loopback through:
+// the tests' tenant clusters, notification receivers and foreign artifact
+// servers listen there, which the engine refuses by default (the
+// destination policy; cozy-aio run --destination-allow=127.0.0.0/8).
+var loopbackDestinations = engine.DestinationOptions{
+	Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+
 func startEngine(t testing.TB, opts engine.Options) *engine.Engine {
 	t.Helper()
 	e, stop := runEngine(t, opts)

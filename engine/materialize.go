@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -18,6 +19,8 @@ import (
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/internal/egress"
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/git"
 	"github.com/cozystack/cozy-aio/source/oci"
@@ -195,13 +198,17 @@ func (e *Engine) download(ctx context.Context, staging *source.Store, sobj sourc
 	// Another replica behind the same address answers from its store
 	// only, and does not rebuild in turn.
 	req.Header.Set(source.NoFetchHeader, "1")
-	resp, err := http.DefaultClient.Do(req)
+	c, err := e.artifactClient(ctx, want.URL)
 	if err != nil {
 		return source.Artifact{}, err
 	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return source.Artifact{}, redact.Error(err)
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return source.Artifact{}, fmt.Errorf("GET %s: %s", want.URL, resp.Status)
+		return source.Artifact{}, fmt.Errorf("GET %s: %s", redact.String(want.URL), resp.Status)
 	}
 	var body io.Reader = resp.Body
 	if want.Size > 0 {
@@ -216,6 +223,32 @@ func (e *Engine) download(ctx context.Context, staging *source.Store, sobj sourc
 	}
 	return art, nil
 }
+
+// artifactClient returns the client that fetches an artifact from the URL
+// a status names. The engine's own address (its advertised base URL, the
+// operator's setting) is fetched as is, without redirects; any other URL
+// is another producer's (Flux, an ExternalArtifact's writer) and so the
+// writer's to choose: it passes the destination policy as an endpoint,
+// checked before the request and at every connection. A refused URL is an
+// error, and the caller rebuilds from upstream instead.
+func (e *Engine) artifactClient(ctx context.Context, url string) (*http.Client, error) {
+	if strings.HasPrefix(url, e.store.BaseURL()+"/") {
+		return ownArtifactClient, nil
+	}
+	policy := e.destinations()
+	if err := policy.CheckURL(ctx, egress.Endpoint, url); err != nil {
+		return nil, fmt.Errorf("status.artifact.url: %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = policy.Dialer(egress.Endpoint, &net.Dialer{Timeout: 10 * time.Second}).DialContext
+	tr.Proxy = nil              // the policy judges the address dialled; a proxy would dial it instead
+	tr.DisableKeepAlives = true // a client per download: nothing to keep
+	return &http.Client{Transport: tr}, nil
+}
+
+// ownArtifactClient fetches from the engine's own advertised address; it
+// follows no redirect, which no artifact server of the engine's sends.
+var ownArtifactClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // adopt copies a checked artifact from the staging store into the store,
 // then applies retention with it as the current artifact, since no source

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/notify"
 )
 
@@ -62,6 +64,8 @@ func (e *Engine) setupNotify() error {
 	n.dispatcher = notify.NewDispatcher(notify.DispatcherOptions{
 		RateLimit: e.opts.Notify.RateLimit, QueueSize: e.opts.Notify.QueueSize, Backoff: e.opts.Notify.Backoff,
 		Registerer: e.registry, Report: e.reportDelivery,
+		// Providers' addresses and proxies are the tenant's to choose.
+		Dial: e.destinations().Dialer(egress.Endpoint, &net.Dialer{Timeout: 30 * time.Second}).DialContext,
 	})
 	e.notify = n
 	e.recorder = &notifyingRecorder{EventRecorder: e.recorder, e: e}

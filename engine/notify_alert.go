@@ -14,6 +14,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cozystack/cozy-aio/internal/egress"
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/notify"
 )
 
@@ -68,6 +70,7 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 	}
 	invalid := func(err error) (notify.Provider, string, error) { return cfg, notifyv1.ValidationFailedReason, err }
 	proxy := p.Spec.Proxy
+	addressField, proxyField := "spec.address", "spec.proxy"
 	if ref := p.Spec.SecretRef; ref != nil {
 		s, err := e.secret(ctx, "spec.secretRef", p.Namespace, ref.Name)
 		if err != nil {
@@ -75,9 +78,11 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		}
 		if v := s.Data["address"]; len(v) > 0 {
 			cfg.Address = string(v)
+			addressField = fmt.Sprintf("Secret %s/%s key 'address'", p.Namespace, ref.Name)
 		}
 		if v := s.Data["proxy"]; len(v) > 0 {
 			proxy = string(v)
+			proxyField = fmt.Sprintf("Secret %s/%s key 'proxy'", p.Namespace, ref.Name)
 		}
 		if v := s.Data["username"]; len(v) > 0 {
 			cfg.Username = string(v)
@@ -100,6 +105,7 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		if proxy, err = proxyURL(s); err != nil {
 			return invalid(err)
 		}
+		proxyField = fmt.Sprintf("Secret %s/%s (spec.proxySecretRef)", p.Namespace, ref.Name)
 	}
 	if proxy != "" {
 		u, err := url.Parse(proxy)
@@ -107,6 +113,9 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 			return invalid(errors.New("the proxy address is not a URL"))
 		}
 		cfg.Proxy = u
+	}
+	if err := e.checkProviderDestinations(ctx, cfg, addressField, proxyField); err != nil {
+		return invalid(err)
 	}
 	if ref := p.Spec.CertSecretRef; ref != nil {
 		s, err := e.secret(ctx, "spec.certSecretRef", p.Namespace, ref.Name)
@@ -124,6 +133,25 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		}
 	}
 	return cfg, "", nil
+}
+
+// checkProviderDestinations refuses a Provider whose address or proxy the
+// destination policy refuses, naming the field; the dispatcher's dialer
+// refuses them again at each connection, after resolution. Addresses that
+// are not URLs (a chat channel's name) are the sender's to judge.
+func (e *Engine) checkProviderDestinations(ctx context.Context, cfg notify.Provider, addressField, proxyField string) error {
+	policy := e.destinations()
+	if cfg.Address != "" {
+		if err := policy.CheckURL(ctx, egress.Endpoint, cfg.Address); err != nil {
+			return fmt.Errorf("%s: %w", addressField, redact.Error(err))
+		}
+	}
+	if cfg.Proxy != nil {
+		if err := policy.CheckURL(ctx, egress.Endpoint, cfg.Proxy.String()); err != nil {
+			return fmt.Errorf("%s: %w", proxyField, redact.Error(err))
+		}
+	}
+	return nil
 }
 
 // reconcileAlert hands an Alert to the dispatcher. An Alert with a regular

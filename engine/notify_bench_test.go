@@ -50,7 +50,7 @@ func BenchmarkNotifyFailingBurst(b *testing.B) {
 				b.StopTimer()
 				ctx := context.Background()
 				failing, unrelated := cp.Namespace(b), cp.Namespace(b)
-				e := startEngine(b, engine.Options{})
+				e := startEngine(b, engine.Options{Destinations: loopbackDestinations})
 				objs := []client.Object{chartSource(unrelated, "demo", reg.Host(), "1.0.0")}
 				if withAlert {
 					objs = append(objs,
@@ -158,7 +158,7 @@ func BenchmarkWebhookToNewArtifact(b *testing.B) {
 				}
 			}
 			addr := webhookAddr(b)
-			startEngine(b, engine.Options{WebhookAddr: addr})
+			startEngine(b, engine.Options{Destinations: loopbackDestinations, WebhookAddr: addr})
 			rcv := &notifyv1.Receiver{ObjectMeta: metav1.ObjectMeta{Name: "gh", Namespace: ns},
 				Spec: notifyv1.ReceiverSpec{Type: "github", SecretRef: &meta.LocalObjectReference{Name: "tok"},
 					Resources: []notifyv1.ReceiverResource{{CrossNamespaceObjectReference: notifyv1.CrossNamespaceObjectReference{Kind: "GitRepository", Name: "apps"}}}}}

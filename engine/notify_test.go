@@ -116,7 +116,7 @@ func eventNote(t *testing.T, ns, kind, name, want string) string {
 func TestAlertSendsKustomizationEventsToAGenericHMACProvider(t *testing.T) {
 	ns := cp.Namespace(t)
 	hook := newHookServer(t, "hmac-key", http.StatusOK)
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	createObjects(t,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
 			StringData: map[string]string{"address": hook.URL + "/flux", "token": "hmac-key", "headers": "X-Team: platform\n"}},
@@ -166,7 +166,7 @@ func TestAlertSendsKustomizationEventsToAGenericHMACProvider(t *testing.T) {
 func TestProviderSecretErrorsAndFailingProviderAreReported(t *testing.T) {
 	ns := cp.Namespace(t)
 	failing := newHookServer(t, "", http.StatusInternalServerError)
-	startEngine(t, engine.Options{Notify: engine.NotifyOptions{Backoff: 10 * time.Millisecond}})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations, Notify: engine.NotifyOptions{Backoff: 10 * time.Millisecond}})
 	createObjects(t,
 		&notifyv1beta3.Provider{ObjectMeta: metav1.ObjectMeta{Name: "no-secret", Namespace: ns},
 			Spec: notifyv1beta3.ProviderSpec{Type: "slack", SecretRef: &meta.LocalObjectReference{Name: "absent"}}},
@@ -203,7 +203,7 @@ func TestProviderSecretErrorsAndFailingProviderAreReported(t *testing.T) {
 	createObjects(t, ks)
 	waitFor(t, ks, readyIs(ks, true), "Ready=True despite the failing provider")
 	eventually(t, 90*time.Second, "the Alert reported the provider's 500 after the retries", func() bool {
-		return eventNote(t, ns, "Alert", "to-failing", "failed after 4 attempt(s): provider answered 500") != ""
+		return eventNote(t, ns, "Alert", "to-failing", "failed after 4 attempt(s): POST to provider address: provider answered 500 Internal Server Error") != ""
 	})
 	if n := failing.count(); n < 4 {
 		t.Fatalf("the failing provider got %d requests, want the retries", n)
@@ -241,7 +241,7 @@ func TestReceiverGitHubPushReconcilesTheNewRevision(t *testing.T) {
 	ns := cp.Namespace(t)
 	addr := webhookAddr(t)
 	repo, gr := gitSource(t, ns, "apps", map[string]string{"deploy/a.yaml": configMap("a", ns)})
-	startEngine(t, engine.Options{WebhookAddr: addr})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations, WebhookAddr: addr})
 	rcv := &notifyv1.Receiver{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: ns},
 		Spec: notifyv1.ReceiverSpec{Type: "github", Events: []string{"push"}, SecretRef: &meta.LocalObjectReference{Name: "webhook-token"},
 			Resources: []notifyv1.ReceiverResource{{CrossNamespaceObjectReference: notifyv1.CrossNamespaceObjectReference{Kind: "GitRepository", Name: "*"}}}}}
@@ -299,7 +299,7 @@ func TestReceiverAnnotatesResourcesByNameAndLabels(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	addr := webhookAddr(t)
-	startEngine(t, engine.Options{WebhookAddr: addr})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations, WebhookAddr: addr})
 	repo := func(name string, labels map[string]string) *sourcev1.GitRepository {
 		return &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 			Spec: sourcev1.GitRepositorySpec{URL: "http://127.0.0.1:1/none.git", Interval: metav1.Duration{Duration: time.Hour}}}
@@ -349,7 +349,7 @@ func TestGitHubProviderSetsTheCommitStatusOfTheAppliedRevision(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer gh.Close()
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	createObjects(t,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gh-token", Namespace: ns}, StringData: map[string]string{"token": "ghp_x"}},
 		&notifyv1beta3.Provider{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: ns},

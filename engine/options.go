@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,16 @@ type Options struct {
 	// insecure-skip-tls-verify; Flux's --insecure-kubeconfig-exec and
 	// --insecure-kubeconfig-tls set its fields).
 	RemoteClusters RemoteClusterOptions
+	// MaxReleaseRecordBytes bounds a Helm release record once
+	// decompressed: records are Secrets anyone who may write a Secret in a
+	// storage namespace can write. A release whose record inflates past it
+	// ends Ready=False naming the Secret. Default:
+	// helm.DefaultMaxReleaseRecordBytes (64 MiB).
+	MaxReleaseRecordBytes int64
+	// Destinations adjusts the destination policy of tenant-chosen
+	// addresses (see DestinationOptions). Default: link-local, unspecified
+	// and, for anything that receives credentials, loopback refused.
+	Destinations DestinationOptions
 	// Kinds limits the reconcilers to these kinds (Flux's names:
 	// GitRepository, OCIRepository, Bucket, HelmRepository, HelmChart,
 	// Kustomization, HelmRelease, ArtifactGenerator); the engine still
@@ -282,4 +293,26 @@ type RemoteClusterOptions struct {
 	// IdleAfter is how long a remote cluster no reconcile used keeps its
 	// clients and connections. Default: 10 minutes.
 	IdleAfter time.Duration
+	// AllowWorkloadIdentity lets kubeConfig ConfigMaps of the generic
+	// provider have the engine mint tokens of their namespace's
+	// ServiceAccounts and send them to the ConfigMap's address. Default:
+	// false: such objects stall naming the flag. Flux: the
+	// ObjectLevelWorkloadIdentity feature gate, off by default.
+	AllowWorkloadIdentity bool
+}
+
+// DestinationOptions adjusts the destination policy that every address a
+// tenant chooses passes: remote clusters' servers, generic providers'
+// addresses, notification Providers' addresses and proxies and foreign
+// artifacts' URLs must not be link-local (cloud metadata), unspecified or
+// the node's loopback; sources' URLs must not be link-local or
+// unspecified. The zero value is that default.
+type DestinationOptions struct {
+	// Allow lets these ranges through although the default refuses them,
+	// such as 127.0.0.0/8 where tenant clusters or receivers listen on
+	// loopback. Default: none.
+	Allow []netip.Prefix
+	// Deny refuses these ranges too, for every address a tenant chooses,
+	// whatever Allow says. Default: none.
+	Deny []netip.Prefix
 }

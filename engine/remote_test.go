@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestHelmReleaseInstallsIntoARemoteCluster(t *testing.T) {
 	tenant, kc := tenantCluster(t)
 	reg := chartRegistry(t, demoChart("1.0.0"), demoChart("1.1.0"))
 	metrics := prometheus.NewRegistry()
-	startEngine(t, engine.Options{Registry: metrics})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations, Registry: metrics})
 	src := chartSource(ns, "demo", reg.Host(), "1.0.0")
 	hr := remoteRelease(ns, "cilium", "tenant-admin-kubeconfig", "super-admin.svc")
 	hr.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}
@@ -157,7 +158,7 @@ func TestRemoteClusterKubeconfigRotation(t *testing.T) {
 	ns := cp.Namespace(t)
 	tenant, _ := tenantCluster(t)
 	reg := chartRegistry(t, demoChart("1.0.0"), demoChart("1.1.0"))
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	admin := func(user string) (*rbacv1.ClusterRoleBinding, []byte) {
 		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
@@ -223,7 +224,7 @@ func TestHelmReleaseRemoteClusterBadInputs(t *testing.T) {
 	ns := cp.Namespace(t)
 	tenant, kc := tenantCluster(t)
 	reg := chartRegistry(t, demoChart("1.0.0"))
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	secret := func(name string, data string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"value": []byte(data)}}
 	}
@@ -301,7 +302,8 @@ current-context: x
 	}
 
 	// A release whose kubeconfig Secret is gone is deleted without an
-	// uninstall, as helm-controller does, and an Event says so.
+	// uninstall, as helm-controller does. It never reached its cluster, so
+	// its status records no release and no Event warns of leftovers.
 	gone := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "missing-secret", Namespace: ns}}
 	if err := cp.Client.Delete(ctx, gone); err != nil {
 		t.Fatal(err)
@@ -309,9 +311,46 @@ current-context: x
 	eventually(t, 60*time.Second, "the release with no kubeconfig Secret deleted", func() bool {
 		return apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(gone), gone))
 	})
-	eventually(t, 30*time.Second, "an Event naming what may be left behind", func() bool {
-		return coreEventMessage(t, ns, "missing-secret", "may be left in the remote cluster") != ""
+}
+
+// TestDeletingANeverInstalledRemoteRelease (issue #46 item 7): a release
+// whose cluster never answered records no release in status (no storage
+// namespace, no history), so its deletion needs no cluster: the finalizer
+// goes at once, as helm-controller's, instead of waiting for a cluster
+// that may never come.
+func TestDeletingANeverInstalledRemoteRelease(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
+	// A stopped cluster: nothing listens on its address.
+	stopped := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+	hr := remoteRelease(ns, "never", "stopped", "")
+	createObjects(t, chartSource(ns, "demo", reg.Host(), "1.0.0"),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stopped", Namespace: ns}, Data: map[string][]byte{"value": []byte(stopped)}}, hr)
+	waitFor(t, hr, func() bool {
+		r := conditions.Get(hr, meta.ReadyCondition)
+		return r != nil && r.Status == metav1.ConditionFalse && strings.Contains(r.Message, "127.0.0.1:1") &&
+			slices.Contains(hr.Finalizers, engine.Finalizer)
+	}, "Ready=False naming the stopped cluster, with the finalizer")
+	if hr.Status.StorageNamespace != "" || len(hr.Status.History) != 0 {
+		t.Fatalf("status records a release the cluster never saw: storage namespace %q, %d history entries",
+			hr.Status.StorageNamespace, len(hr.Status.History))
+	}
+	start := time.Now()
+	if err := cp.Client.Delete(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the never-installed release deleted", func() bool {
+		return apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(hr), &helmv2.HelmRelease{}))
 	})
+	t.Logf("a never-installed release of a stopped cluster was gone %.1f s after its deletion", time.Since(start).Seconds())
 }
 
 // editKubeconfig returns kc with edit applied to its current context's
@@ -361,7 +400,7 @@ func TestKustomizationAppliesToARemoteCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	tenant, kc := tenantCluster(t)
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	repo, _ := gitSource(t, ns, "apps", map[string]string{
 		"deploy/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: remote-apps\n",
 		"deploy/a.yaml":  configMap("a", "remote-apps"),
@@ -430,7 +469,7 @@ func TestRemoteHelmReleaseImpersonatesItsServiceAccount(t *testing.T) {
 	ns := cp.Namespace(t)
 	tenant, kc := tenantCluster(t)
 	reg := chartRegistry(t, demoChart("1.0.0"))
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},

@@ -197,7 +197,7 @@ func TestNoSecretsInLogsEventsStatusOrMetrics(t *testing.T) {
 
 	health := webhookAddr(t)
 	hooks := webhookAddr(t)
-	startEngine(t, engine.Options{Logger: logger, HealthAddr: health, WebhookAddr: hooks})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations, Logger: logger, HealthAddr: health, WebhookAddr: hooks})
 
 	secret := func(name string, data map[string]string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}
@@ -448,7 +448,7 @@ func TestServiceAccountCannotEscalate(t *testing.T) {
 		"wider/role.yaml":  "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: secrets-reader\n  namespace: " + ns + "\nrules:\n- apiGroups: ['']\n  resources: [secrets]\n  verbs: [get, list]\n",
 		"selfbind/rb.yaml": binding("to-secrets", "ClusterRole", ns+"-secrets"),
 	})
-	startEngine(t, engine.Options{})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
 	as := func(name, path string) *kustomizev1.Kustomization {
 		k := kustomization(ns, name, "tenant", path)
 		k.Spec.ServiceAccountName = sa
@@ -493,7 +493,7 @@ func TestServiceAccountCannotEscalate(t *testing.T) {
 // oversized headers; ordinary requests are served.
 func TestHealthEndpointsBoundRequests(t *testing.T) {
 	addr := webhookAddr(t)
-	startEngine(t, engine.Options{HealthAddr: addr})
+	startEngine(t, engine.Options{Destinations: loopbackDestinations, HealthAddr: addr})
 	waitUntil(t, "/healthz answers", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {

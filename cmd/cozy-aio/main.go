@@ -17,8 +17,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/bootstrap"
 	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/engine/cluster"
+	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/residency"
 )
 
@@ -97,6 +100,9 @@ type runFlags struct {
 	gcPercentGiven bool
 	// releaseInit is --release-init-pages.
 	releaseInit bool
+	// featureGates, destAllow and destDeny are --feature-gates,
+	// --destination-allow and --destination-deny.
+	featureGates, destAllow, destDeny string
 }
 
 // defaultGCPercent is --gc-percent's default: half of Go's own
@@ -141,6 +147,12 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.BoolVar(&o.Engine.AllowRemoteBases, "allow-remote-bases", false, "let kustomizations use remote bases")
 	fs.BoolVar(&o.Engine.RemoteClusters.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfigs of spec.kubeConfig run exec plugins (as Flux's flag of the same name)")
 	fs.BoolVar(&o.Engine.RemoteClusters.AllowInsecureTLS, "insecure-kubeconfig-tls", false, "let the kubeconfigs of spec.kubeConfig skip TLS verification (as Flux's flag of the same name)")
+	fs.StringVar(&f.featureGates, "feature-gates", "", "Flux's feature gates that cozy-aio knows, comma-separated Name=true|false: "+
+		"ObjectLevelWorkloadIdentity (default false: a generic-provider kubeConfig ConfigMap stalls instead of having cozy-aio mint a token of its namespace's ServiceAccount and send it to the address the ConfigMap names), "+
+		"StrictPostBuildSubstitutions (the same as --strict-substitutions)")
+	fs.StringVar(&f.destAllow, "destination-allow", "", "CIDR ranges or addresses tenant-chosen addresses may reach although the destination policy refuses them by default, comma-separated (default none: remote clusters, generic providers, notification Providers and foreign artifacts may not reach link-local, unspecified or loopback addresses; sources may not reach link-local or unspecified ones)")
+	fs.StringVar(&f.destDeny, "destination-deny", "", "CIDR ranges or addresses no tenant-chosen address may reach, comma-separated, whatever --destination-allow says (default none)")
+	fs.Int64Var(&o.Engine.MaxReleaseRecordBytes, "max-release-record-bytes", helm.DefaultMaxReleaseRecordBytes, "largest Helm release record (a Secret anyone who may write Secrets in a storage namespace can write) once decompressed; a release whose record inflates past it ends Ready=False naming the Secret")
 	fs.StringVar(&f.kinds, "kinds", "", "reconcile only these kinds, comma-separated Flux kind names (default: all); ArtifactGenerator alone runs cozy-aio beside Flux's controllers as their source-watcher")
 	fs.StringVar(&f.watchConfigs, "watch-configs-label-selector", engine.DefaultWatchConfigsSelector, "ConfigMaps and Secrets whose changes reconcile the HelmReleases and Kustomizations that read them at once, as Flux's flag (empty: all; -: none)")
 	fs.BoolVar(&o.Engine.StrictSubstitutions, "strict-substitutions", false, "fail a Kustomization whose postBuild ${var} has no value and no default, as Flux's StrictPostBuildSubstitutions feature gate")
@@ -172,6 +184,9 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 		return nil, fmt.Errorf("--gc-percent %d: want a positive number (GOGC=off turns collection off)", f.gcPercent)
 	}
 	o.SkipNetworkPhase = !*networkPhase
+	if err := f.parseTenantBoundary(); err != nil {
+		return nil, err
+	}
 	o.Engine.KubeAPIQPS = float32(f.qps)
 	o.Engine.WatchConfigsSelector = f.watchConfigs
 	for _, k := range strings.Split(f.kinds, ",") {
@@ -193,6 +208,40 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 		o.Discover.Order = []string{bootstrap.CandidateExplicit}
 	}
 	return f, nil
+}
+
+// parseTenantBoundary reads --feature-gates, --destination-allow and
+// --destination-deny into the engine's options. An unknown gate is an
+// error: a gate cozy-aio does not implement must not look honoured.
+func (f *runFlags) parseTenantBoundary() error {
+	o := &f.opts.Engine
+	for _, g := range strings.Split(f.featureGates, ",") {
+		if g = strings.TrimSpace(g); g == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(g, "=")
+		on, err := strconv.ParseBool(val)
+		if !ok || err != nil {
+			return fmt.Errorf("--feature-gates %q: want Name=true or Name=false", g)
+		}
+		switch name {
+		case cluster.FeatureObjectLevelWorkloadIdentity:
+			o.RemoteClusters.AllowWorkloadIdentity = on
+		case "StrictPostBuildSubstitutions":
+			o.StrictSubstitutions = o.StrictSubstitutions || on
+		default:
+			return fmt.Errorf("--feature-gates: cozy-aio does not know the gate %q (it knows %s and StrictPostBuildSubstitutions)",
+				name, cluster.FeatureObjectLevelWorkloadIdentity)
+		}
+	}
+	var err error
+	if o.Destinations.Allow, err = egress.ParsePrefixes(f.destAllow); err != nil {
+		return fmt.Errorf("--destination-allow: %w", err)
+	}
+	if o.Destinations.Deny, err = egress.ParsePrefixes(f.destDeny); err != nil {
+		return fmt.Errorf("--destination-deny: %w", err)
+	}
+	return nil
 }
 
 // defaultReplicaID is the node name a static pod is given through its

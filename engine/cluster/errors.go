@@ -28,3 +28,18 @@ type UnsupportedProviderError struct {
 func (e *UnsupportedProviderError) Error() string {
 	return fmt.Sprintf("kubeConfig provider %q is not supported: only %q is", e.Provider, ProviderGeneric)
 }
+
+// WorkloadIdentityDisabledError reports a generic-provider kubeConfig
+// ConfigMap while the operator has not enabled tokens on a tenant's
+// request. Callers stall the object: no retry enables it.
+type WorkloadIdentityDisabledError struct{}
+
+func (e *WorkloadIdentityDisabledError) Error() string {
+	return fmt.Sprintf("kubeConfig provider %q mints ServiceAccount tokens on the object's request, "+
+		"which this engine does only when its operator enables it with --feature-gates=%s=true (as Flux's feature gate)",
+		ProviderGeneric, FeatureObjectLevelWorkloadIdentity)
+}
+
+// FeatureObjectLevelWorkloadIdentity is Flux's name of the feature gate
+// that lets objects ask for ServiceAccount tokens (the generic provider).
+const FeatureObjectLevelWorkloadIdentity = "ObjectLevelWorkloadIdentity"

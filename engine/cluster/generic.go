@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/internal/egress"
 )
 
 // ProviderGeneric is the kubeConfig ConfigMap provider that authenticates
@@ -41,9 +43,15 @@ type genericCluster struct {
 // token valid at home must never be sent there. c needs create on
 // serviceaccounts/token and on tokenreviews.
 //
+// Minting a token on a tenant's request is the operator's choice, as
+// Flux's ObjectLevelWorkloadIdentity feature gate: without
+// opts.AllowWorkloadIdentity, GenericConfig returns a
+// *WorkloadIdentityDisabledError and asks for no token. The address must
+// pass opts.Destinations as an egress.Endpoint before a token is asked for.
+//
 // The token lives as long as the API server's default (one hour): build a
-// fresh config for each reconcile. Of opts, only UserAgent and Timeout
-// apply.
+// fresh config for each reconcile. Of opts, only UserAgent, Timeout,
+// AllowWorkloadIdentity and Destinations apply.
 func GenericConfig(ctx context.Context, c client.Client, namespace string, cm *corev1.ConfigMap, opts LoadOptions) (*rest.Config, error) {
 	if cm == nil {
 		return nil, errors.New("kubeConfig ConfigMap is nil")
@@ -52,9 +60,15 @@ func GenericConfig(ctx context.Context, c client.Client, namespace string, cm *c
 	if cm.Namespace != "" && cm.Namespace != namespace {
 		return nil, fmt.Errorf("%s: the ConfigMap is in namespace %q, not the object's", id, cm.Namespace)
 	}
+	if !opts.AllowWorkloadIdentity {
+		return nil, fmt.Errorf("%s: %w", id, &WorkloadIdentityDisabledError{})
+	}
 	g, err := parseGeneric(cm.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", id, err)
+	}
+	if err := opts.Destinations.CheckURL(ctx, egress.Endpoint, g.host); err != nil {
+		return nil, fmt.Errorf("%s: key %q: %w", id, meta.KubeConfigKeyAddress, err)
 	}
 	token, err := requestToken(ctx, c, namespace, g)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/cozystack/cozy-aio/internal/egress"
 )
 
 const (
@@ -44,6 +46,17 @@ type LoadOptions struct {
 	// Timeout bounds each request to the remote API server. Default: 30s,
 	// as Flux's KubeConfigOptions; a negative value means no timeout.
 	Timeout time.Duration
+	// AllowWorkloadIdentity lets generic-provider ConfigMaps have the
+	// engine mint ServiceAccount tokens and send them to the ConfigMap's
+	// address. Default: false, refused with a
+	// *WorkloadIdentityDisabledError. Flux: the ObjectLevelWorkloadIdentity
+	// feature gate, off by default.
+	AllowWorkloadIdentity bool
+	// Destinations is the policy remote API server addresses (kubeconfig
+	// server, generic address) pass as egress.Endpoint addresses.
+	// Default: the zero Policy, which refuses link-local, unspecified and
+	// loopback addresses.
+	Destinations egress.Policy
 }
 
 // newConfig returns the rest.Config fields that come from the options rather

@@ -90,6 +90,7 @@ func BenchmarkIdleRemoteClusterMemory(b *testing.B) {
 				return &clients{mgr: m, waiter: w, stop: stop}, nil
 			},
 			Close: func(c *clients) { c.stop() },
+			Load:  cluster.LoadOptions{Destinations: loopbackAllowed},
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/internal/egress"
 )
 
 // Defaults of RegistryOptions.
@@ -62,11 +66,13 @@ type RegistryOptions[T any] struct {
 }
 
 // Registry keeps one value per remote cluster, keyed by what the object's
-// spec.kubeConfig points at and that object's content: objects that share
-// a kubeconfig Secret share their cluster's clients, a changed Secret (a
-// rotated certificate) gives a new entry, and an entry no Get asked for
-// within IdleAfter is dropped and its connections closed. The local
-// cluster is the entry of "no kubeConfig". It is safe for concurrent use.
+// spec.kubeConfig points at: objects that share a kubeconfig Secret share
+// their cluster's clients. A changed Secret or ConfigMap (a rotated
+// certificate, an edit) replaces its entry: the old one is dropped as soon
+// as no request of it is in flight, so a thousand edits leave one entry.
+// An entry no Get asked for within IdleAfter is dropped and its
+// connections closed. The local cluster is the entry of "no kubeConfig".
+// It is safe for concurrent use.
 type Registry[T any] struct {
 	reader client.Reader
 	tokens client.Client
@@ -74,15 +80,23 @@ type Registry[T any] struct {
 	local  *Cluster[T]
 
 	mu      sync.Mutex
-	entries map[string]*entry[T]
+	entries map[string]*entry[T] // by source name
+	// retired are replaced entries whose requests may still be in flight.
+	retired []*entry[T]
 }
 
 type entry[T any] struct {
 	cluster  *Cluster[T]
+	digest   string // of the source's content
 	stats    *counters
 	conns    *dialer
 	lastUsed time.Time
 	expires  time.Time // zero: never (a kubeconfig Secret)
+}
+
+// current tells whether e still serves a source whose content has digest.
+func (e *entry[T]) current(digest string, now time.Time) bool {
+	return e.digest == digest && (e.expires.IsZero() || now.Before(e.expires))
 }
 
 // Cluster is a remote cluster as a Registry holds it.
@@ -138,7 +152,7 @@ func (r *Registry[T]) Get(ctx context.Context, namespace string, ref *meta.KubeC
 	now := r.opts.Now()
 	r.mu.Lock()
 	r.sweepLocked(now)
-	if e, ok := r.entries[src.key]; ok && (e.expires.IsZero() || now.Before(e.expires)) {
+	if e, ok := r.entries[src.name]; ok && e.current(src.key, now) {
 		e.lastUsed = now
 		r.mu.Unlock()
 		return e.cluster, nil
@@ -151,25 +165,26 @@ func (r *Registry[T]) Get(ctx context.Context, namespace string, ref *meta.KubeC
 	e.lastUsed = now
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old, ok := r.entries[src.key]; ok {
-		if old.expires.IsZero() || now.Before(old.expires) {
+	if old, ok := r.entries[src.name]; ok {
+		if old.current(src.key, now) {
 			// Another Get built it meanwhile: keep one.
 			r.drop(e)
 			old.lastUsed = now
 			return old.cluster, nil
 		}
-		// An expired generic config: actions may still run on its
-		// clients, so it stays until it has been idle for IdleAfter.
-		r.entries[src.key+"@"+old.expires.String()] = old
+		// An edited source or an expired generic config: actions may
+		// still run on the old clients, so they go once idle.
+		r.retired = append(r.retired, old)
 	}
-	r.entries[src.key] = e
+	r.entries[src.name] = e
+	r.sweepLocked(now)
 	return e.cluster, nil
 }
 
 // source is what a kubeConfig reference points at, read.
 type source struct {
 	name   string // "Secret ns/name" or "ConfigMap ns/name"
-	key    string // digest of the name and the content
+	key    string // digest of the content
 	config []byte // the kubeconfig of a Secret
 	cm     *corev1.ConfigMap
 }
@@ -186,7 +201,7 @@ func (r *Registry[T]) read(ctx context.Context, namespace string, ref *meta.Kube
 		if err != nil {
 			return source{}, err
 		}
-		return source{name: name, key: digest(name, data), config: data}, nil
+		return source{name: name, key: digest(data), config: data}, nil
 	case ref.ConfigMapRef != nil:
 		name := fmt.Sprintf("ConfigMap %s/%s", namespace, ref.ConfigMapRef.Name)
 		cm := &corev1.ConfigMap{}
@@ -202,17 +217,14 @@ func (r *Registry[T]) read(ctx context.Context, namespace string, ref *meta.Kube
 		for _, k := range keys {
 			b = fmt.Appendf(b, "%q=%q\n", k, cm.Data[k])
 		}
-		return source{name: name, key: digest(name, b), cm: cm}, nil
+		return source{name: name, key: digest(b), cm: cm}, nil
 	}
 	return source{}, errors.New("spec.kubeConfig sets neither secretRef nor configMapRef")
 }
 
-func digest(name string, data []byte) string {
-	h := sha256.New()
-	h.Write([]byte(name))
-	h.Write([]byte{0})
-	h.Write(data)
-	return hex.EncodeToString(h.Sum(nil))
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // build loads the source's rest.Config, gives it a dialer whose
@@ -230,7 +242,13 @@ func (r *Registry[T]) build(ctx context.Context, namespace string, src source) (
 	if err != nil {
 		return nil, err
 	}
-	d := &dialer{d: net.Dialer{Timeout: r.opts.DialTimeout, KeepAlive: 30 * time.Second}, conns: map[net.Conn]struct{}{}}
+	// Refused before any work with a message that names the address; the
+	// dialer refuses it again at each connection, after resolution.
+	if err := r.opts.Load.Destinations.CheckURL(ctx, egress.Endpoint, cfg.Host); err != nil {
+		return nil, fmt.Errorf("server %s: %w", cfg.Host, err)
+	}
+	base := &net.Dialer{Timeout: r.opts.DialTimeout, KeepAlive: 30 * time.Second}
+	d := &dialer{d: r.opts.Load.Destinations.Dialer(egress.Endpoint, base), conns: map[net.Conn]struct{}{}}
 	stats := &counters{}
 	if cfg, err = sharedTransport(cfg, d, stats); err != nil {
 		return nil, err
@@ -240,7 +258,8 @@ func (r *Registry[T]) build(ctx context.Context, namespace string, src source) (
 		d.closeAll()
 		return nil, err
 	}
-	return &entry[T]{cluster: &Cluster[T]{Source: src.name, Host: cfg.Host, Value: v}, stats: stats, conns: d, expires: expires}, nil
+	return &entry[T]{cluster: &Cluster[T]{Source: src.name, Host: cfg.Host, Value: v}, digest: src.key,
+		stats: stats, conns: d, expires: expires}, nil
 }
 
 // sharedTransport gives cfg one HTTP transport over d, counted in stats,
@@ -257,7 +276,9 @@ func (r *Registry[T]) build(ctx context.Context, namespace string, src source) (
 func sharedTransport(cfg *rest.Config, d *dialer, stats *counters) (*rest.Config, error) {
 	if cfg.ExecProvider != nil || cfg.AuthProvider != nil {
 		cfg.Dial = d.DialContext
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, c: stats} })
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return &countingTransport{next: &withheldTransport{next: rt}, c: stats}
+		})
 		return cfg, nil
 	}
 	tlsCfg, err := rest.TLSConfigFor(cfg)
@@ -277,7 +298,7 @@ func sharedTransport(cfg *rest.Config, d *dialer, stats *counters) (*rest.Config
 		DisableCompression:  cfg.DisableCompression,
 	})
 	out := rest.CopyConfig(cfg)
-	out.Transport = &countingTransport{next: base, c: stats}
+	out.Transport = &countingTransport{next: &withheldTransport{next: base}, c: stats}
 	out.TLSClientConfig = rest.TLSClientConfig{}
 	out.Dial, out.Proxy = nil, nil
 	return out, nil
@@ -291,9 +312,17 @@ func (r *Registry[T]) drop(e *entry[T]) {
 	}
 }
 
-// sweepLocked drops the entries idle for IdleAfter. An entry with a
-// request in flight (a long Helm action, a wait's watch) is in use.
+// sweepLocked drops the entries idle for IdleAfter, and the retired ones
+// with no request in flight. An entry with a request in flight (a long
+// Helm action, a wait's watch) is in use.
 func (r *Registry[T]) sweepLocked(now time.Time) {
+	r.retired = slices.DeleteFunc(r.retired, func(e *entry[T]) bool {
+		if e.stats.inflight.Load() > 0 {
+			return false
+		}
+		r.drop(e)
+		return true
+	})
 	for k, e := range r.entries {
 		if e.stats.inflight.Load() > 0 {
 			e.lastUsed = now
@@ -316,6 +345,10 @@ func (r *Registry[T]) Close() {
 		r.drop(e)
 		delete(r.entries, k)
 	}
+	for _, e := range r.retired {
+		r.drop(e)
+	}
+	r.retired = nil
 }
 
 // Sweep drops the remote clusters idle for IdleAfter and returns how many
@@ -325,7 +358,7 @@ func (r *Registry[T]) Sweep() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sweepLocked(r.opts.Now())
-	return len(r.entries)
+	return len(r.entries) + len(r.retired)
 }
 
 // Stats describes one remote cluster a Registry holds.
@@ -345,8 +378,8 @@ type Stats struct {
 // (an entry being replaced may appear twice, the older one first).
 func (r *Registry[T]) Stats() []Stats {
 	r.mu.Lock()
-	out := make([]Stats, 0, len(r.entries))
-	for _, e := range r.entries {
+	out := make([]Stats, 0, len(r.entries)+len(r.retired))
+	for _, e := range slices.Concat(r.retired, slices.Collect(maps.Values(r.entries))) {
 		out = append(out, Stats{Source: e.cluster.Source, Host: e.cluster.Host,
 			Requests: e.stats.requests.Load(), Errors: e.stats.errors.Load(),
 			LastContact: e.stats.lastContact(), LastUsed: e.lastUsed})
@@ -365,14 +398,14 @@ func (r *Registry[T]) Stats() []Stats {
 func (r *Registry[T]) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.entries)
+	return len(r.entries) + len(r.retired)
 }
 
 // dialer dials a remote cluster's connections and closes them all when
 // its cluster is dropped (client-go keeps no shared transport for a
 // rest.Config with its own Dial, so they are this entry's alone).
 type dialer struct {
-	d      net.Dialer
+	d      *net.Dialer
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool

@@ -2,6 +2,11 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +18,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cozystack/cozy-aio/engine/cluster"
+	"github.com/cozystack/cozy-aio/internal/egress"
 )
+
+// loopbackAllowed lets remote clusters on loopback through, as the test
+// API server is; the engine's default refuses them.
+var loopbackAllowed = egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 
 // The registry builds one value per kubeconfig: reconciles of releases
 // that share a Secret share it, a rotated Secret gives a new one, an idle
@@ -47,6 +57,9 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 		},
 		IdleAfter: time.Minute,
 		Now:       func() time.Time { return now },
+		// The test API server listens on loopback, which the default
+		// destination policy refuses for remote clusters.
+		Load: cluster.LoadOptions{Destinations: loopbackAllowed},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +90,11 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 	if err := cp.Client.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
+	// The edit replaces the entry: the old one had nothing in flight, so
+	// it is dropped at once.
 	c, err := reg.Get(ctx, ns, ref)
-	if err != nil || c == a || builds != 2 || reg.Len() != 2 {
-		t.Fatalf("after the rotation: new cluster %v, %d builds, %d held (%v)", c != a, builds, reg.Len(), err)
+	if err != nil || c == a || builds != 2 || reg.Len() != 1 || closed != 1 {
+		t.Fatalf("after the rotation: new cluster %v, %d builds, %d held, %d closed (%v)", c != a, builds, reg.Len(), closed, err)
 	}
 
 	// A cluster with a request in flight (a wait's watch) is in use,
@@ -134,5 +149,92 @@ func TestRegistryOneClusterPerKubeconfig(t *testing.T) {
 	}
 	if again, _ := reg.Get(ctx, ns, nil); again != local {
 		t.Fatal("two Gets of the local cluster gave two Clusters")
+	}
+}
+
+// TestRegistryEditsReplaceTheirEntry edits one kubeconfig Secret a
+// thousand times, asking for its cluster after each edit: every edit
+// replaces the entry, so one entry is held at the end, not a thousand
+// until they idle out.
+func TestRegistryEditsReplaceTheirEntry(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	kc, err := cp.Kubeconfig("edited", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kc", Namespace: ns}, Data: map[string][]byte{"value": kc}}
+	if err := cp.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	var builds, closed int
+	reg, err := cluster.NewRegistry(cp.Client, cp.Client, cluster.RegistryOptions[*rest.Config]{
+		Local: func() (*rest.Config, error) { return nil, nil },
+		Build: func(cfg *rest.Config) (*rest.Config, error) { builds++; return cfg, nil },
+		Close: func(*rest.Config) { closed++ },
+		Load:  cluster.LoadOptions{Destinations: loopbackAllowed},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "kc"}}
+	const edits = 1000
+	for i := range edits {
+		secret.Data["value"] = fmt.Appendf(append([]byte{}, kc...), "\n# edit %d\n", i)
+		if err := cp.Client.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Get(ctx, ns, ref); err != nil {
+			t.Fatalf("edit %d: %v", i, err)
+		}
+		if n := reg.Len(); n != 1 {
+			t.Fatalf("after edit %d the registry holds %d entries, want 1", i, n)
+		}
+	}
+	if builds != edits || closed != edits-1 {
+		t.Fatalf("%d builds and %d closed, want %d and %d", builds, closed, edits, edits-1)
+	}
+	t.Logf("%d edits of one kubeconfig Secret: %d entry held, %d built, %d closed", edits, reg.Len(), builds, closed)
+}
+
+// TestRegistryRefusesDestinations: by default a kubeconfig whose server is
+// the node's loopback or the cloud metadata address is refused before any
+// connection, naming the Secret, the server and the policy.
+func TestRegistryRefusesDestinations(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	kc, err := cp.Kubeconfig("refused", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metadata := regexp.MustCompile(`server: .*`).ReplaceAllString(string(kc), "server: https://169.254.169.254")
+	for name, data := range map[string]string{"loopback": string(kc), "metadata": metadata} {
+		if err := cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Data: map[string][]byte{"value": []byte(data)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	builds := 0
+	reg, err := cluster.NewRegistry(cp.Client, cp.Client, cluster.RegistryOptions[*rest.Config]{
+		Local: func() (*rest.Config, error) { return nil, nil },
+		Build: func(cfg *rest.Config) (*rest.Config, error) { builds++; return cfg, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"loopback": "loopback", "metadata": "169.254.169.254"} {
+		_, err := reg.Get(ctx, ns, &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: name}})
+		var refused *egress.RefusedError
+		if !errors.As(err, &refused) {
+			t.Fatalf("%s: %v, want the destination policy's refusal", name, err)
+		}
+		for _, s := range []string{"Secret " + ns + "/" + name, "server https://", "destination policy", want} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%s: %q does not say %q", name, err, s)
+			}
+		}
+	}
+	if builds != 0 || reg.Len() != 0 {
+		t.Fatalf("refused clusters were built (%d) or held (%d)", builds, reg.Len())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/cozy-aio/engine/cluster"
+	"github.com/cozystack/cozy-aio/internal/egress"
 )
 
 func TestGenericConfig(t *testing.T) {
@@ -34,7 +36,7 @@ func TestGenericConfig(t *testing.T) {
 	}
 
 	t.Run("token of the ServiceAccount for the remote audience", func(t *testing.T) {
-		cfg, err := cluster.GenericConfig(ctx, cp.Client, ns, configMap(), cluster.LoadOptions{UserAgent: "cozy-aio/test"})
+		cfg, err := cluster.GenericConfig(ctx, cp.Client, ns, configMap(), cluster.LoadOptions{UserAgent: "cozy-aio/test", AllowWorkloadIdentity: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +66,7 @@ func TestGenericConfig(t *testing.T) {
 	}
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := cluster.GenericConfig(ctx, cp.Client, ns, tc.cm, cluster.LoadOptions{})
+			cfg, err := cluster.GenericConfig(ctx, cp.Client, ns, tc.cm, cluster.LoadOptions{AllowWorkloadIdentity: true})
 			if err == nil || !strings.HasPrefix(err.Error(), tc.msg) {
 				t.Fatalf("err = %v, want one starting with %q", err, tc.msg)
 			}
@@ -75,11 +77,37 @@ func TestGenericConfig(t *testing.T) {
 	}
 
 	t.Run("ConfigMap of another namespace", func(t *testing.T) {
-		_, err := cluster.GenericConfig(ctx, cp.Client, "other", configMap(), cluster.LoadOptions{})
+		_, err := cluster.GenericConfig(ctx, cp.Client, "other", configMap(), cluster.LoadOptions{AllowWorkloadIdentity: true})
 		if err == nil || !strings.Contains(err.Error(), "not the object's") {
 			t.Fatalf("err = %v, want a namespace mismatch", err)
 		}
 	})
+
+	// Without the operator's opt-in no token is minted: the error names the
+	// feature gate, and the ServiceAccount has no token issued for the
+	// ConfigMap's audience (a TokenReview cannot tell; the error is typed).
+	t.Run("workload identity not enabled", func(t *testing.T) {
+		cfg, err := cluster.GenericConfig(ctx, cp.Client, ns, configMap(), cluster.LoadOptions{})
+		var off *cluster.WorkloadIdentityDisabledError
+		if !errors.As(err, &off) || cfg != nil {
+			t.Fatalf("err = %v, want *WorkloadIdentityDisabledError", err)
+		}
+		if !strings.Contains(err.Error(), "--feature-gates=ObjectLevelWorkloadIdentity=true") ||
+			!strings.Contains(err.Error(), "ConfigMap/"+ns+"/remote") {
+			t.Fatalf("%q does not name the ConfigMap and the flag", err)
+		}
+	})
+
+	// The address passes the destination policy before a token is asked for.
+	for _, addr := range []string{"https://169.254.169.254", "https://[fd00:ec2::254]", "https://127.0.0.1:6443", "https://localhost"} {
+		t.Run("address "+addr, func(t *testing.T) {
+			_, err := cluster.GenericConfig(ctx, cp.Client, ns, configMap("address", addr), cluster.LoadOptions{AllowWorkloadIdentity: true})
+			var refused *egress.RefusedError
+			if !errors.As(err, &refused) || !strings.Contains(err.Error(), `key "address"`) {
+				t.Fatalf("err = %v, want the destination policy's refusal naming the key", err)
+			}
+		})
+	}
 }
 
 // apiAudiences returns the audiences the test API server accepts: those of

@@ -218,6 +218,12 @@ func run(ctx context.Context, o options) error {
 	artifacts := fmt.Sprintf("--artifact-addr=127.0.0.1:%d", freePort())
 	extra := []string{artifacts}
 	if o.fluxDir != "" {
+		// Flux's source-controller serves its artifacts on this machine's
+		// loopback, which cozy-aio refuses for foreign artifacts by default
+		// (the destination policy): here it stands for a Service.
+		extra = append(extra, "--destination-allow=127.0.0.0/8")
+	}
+	if o.fluxDir != "" {
 		extra = append(extra, "--kinds=ArtifactGenerator")
 	}
 	popts := demo.ProcessOptions{

@@ -453,6 +453,12 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 		extra = append(extra, "--bootstrap-dir="+filepath.Join(h.opts.WorkDir, "bootstrap"),
 			"--network-min-nodes="+strconv.Itoa(h.opts.Nodes))
 	}
+	if h.opts.Clusters > 0 {
+		// The tenant clusters' API servers listen on this machine's
+		// loopback, which cozy-aio refuses for remote clusters by default
+		// (the destination policy): here they stand for remote machines.
+		extra = append(extra, "--destination-allow=127.0.0.0/8")
+	}
 	n := h.opts.Replicas
 	h.exits = make(chan replicaExit, 2*n+4) // every start, the restart, the scale shape's restarts
 	// Every replica's health and artifact ports at once: a port chosen

@@ -37,7 +37,6 @@ type Metrics struct {
 
 // RemoteMetrics is what /metrics says of one remote cluster.
 type RemoteMetrics struct {
-	Host        string    `json:"host"`
 	Requests    int       `json:"requests"`
 	Errors      int       `json:"errors"`
 	LastContact time.Time `json:"lastContact,omitzero"`
@@ -168,7 +167,7 @@ func (m *Metrics) addRemote(name string, labels map[string]string, value float64
 	}
 	r := m.Remote[labels["cluster"]]
 	if r == nil {
-		r = &RemoteMetrics{Host: labels["host"]}
+		r = &RemoteMetrics{}
 		m.Remote[labels["cluster"]] = r
 	}
 	switch name {

@@ -90,7 +90,6 @@ func Read(ctx context.Context, opts Options) (*Summary, error) {
 type RemoteCluster struct {
 	// Name is the Secret or ConfigMap of the units' spec.kubeConfig.
 	Name  string `json:"name"`
-	Host  string `json:"host,omitempty"`
 	Ready int    `json:"ready"`
 	Total int    `json:"total"`
 	// Unreachable is set when the process's requests to the cluster fail
@@ -123,7 +122,7 @@ func remoteClusters(units []Unit, metrics map[string]*RemoteMetrics, now time.Ti
 	}
 	for name, m := range metrics {
 		c := at(name)
-		c.Host, c.Metrics = m.Host, *m
+		c.Metrics = *m
 		c.Unreachable = m.Errors > 0 && (m.LastContact.IsZero() || now.Sub(m.LastContact) > unreachableAfter)
 	}
 	out := make([]RemoteCluster, 0, len(by))
@@ -158,9 +157,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 	if len(s.Clusters) > 0 {
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "REMOTE CLUSTER\tHOST\tREADY\tREACHABLE\tREQUESTS\tERRORS")
+		fmt.Fprintln(tw, "REMOTE CLUSTER\tREADY\tREACHABLE\tREQUESTS\tERRORS")
 		for _, c := range s.Clusters {
-			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%t\t%d\t%d\n", c.Name, c.Host, c.Ready, c.Total, !c.Unreachable, c.Metrics.Requests, c.Metrics.Errors)
+			fmt.Fprintf(tw, "%s\t%d/%d\t%t\t%d\t%d\n", c.Name, c.Ready, c.Total, !c.Unreachable, c.Metrics.Requests, c.Metrics.Errors)
 		}
 		tw.Flush()
 	}
