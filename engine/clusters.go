@@ -69,7 +69,8 @@ func newClusterRegistry(e *Engine) (*cluster.Registry[*clusterClients], error) {
 		},
 		Load: cluster.LoadOptions{AllowExec: ro.AllowExec, AllowInsecureTLS: ro.AllowInsecureTLS,
 			AllowWorkloadIdentity: ro.AllowWorkloadIdentity, Destinations: e.destinations(), UserAgent: "cozy-aio"},
-		IdleAfter: ro.IdleAfter,
+		IdleAfter:   ro.IdleAfter,
+		MaxClusters: ro.MaxClusters,
 	})
 }
 

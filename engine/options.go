@@ -159,6 +159,13 @@ type Options struct {
 	// repository index or chart archive, as Flux's --helm-index-max-size
 	// and --helm-chart-max-size. Defaults: 50 MiB and 10 MiB.
 	HelmIndexMaxSize, HelmChartMaxSize int64
+	// GeneratorMemoryBytes is the memory that ArtifactGenerator builds
+	// share for their outputs, all builds at once (generate.Budget). An
+	// output that does not fit in what is left is composed in a temporary
+	// directory instead, as source-watcher composes every output: the same
+	// artifact, slower. Negative: none, every output is composed on disk.
+	// Default: generate.DefaultMemoryBytes (256 MiB).
+	GeneratorMemoryBytes int64
 
 	// privateExtraction gives every ArtifactGenerator reconcile source
 	// trees of its own instead of the shared ones (extractcache.go): the
@@ -293,6 +300,10 @@ type RemoteClusterOptions struct {
 	// IdleAfter is how long a remote cluster no reconcile used keeps its
 	// clients and connections. Default: 10 minutes.
 	IdleAfter time.Duration
+	// MaxClusters caps the remote clusters whose clients (and their
+	// discovery and metadata caches) are held at once; the least recently
+	// used idle ones go first. Default: 512.
+	MaxClusters int
 	// AllowWorkloadIdentity lets kubeConfig ConfigMaps of the generic
 	// provider have the engine mint tokens of their namespace's
 	// ServiceAccounts and send them to the ConfigMap's address. Default:

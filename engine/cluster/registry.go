@@ -30,6 +30,7 @@ const (
 	defaultIdleAfter   = 10 * time.Minute
 	defaultGenericTTL  = 30 * time.Minute
 	defaultDialTimeout = 5 * time.Second
+	defaultMaxClusters = 512
 )
 
 // RegistryOptions configures a Registry. Local and Build are required.
@@ -61,6 +62,12 @@ type RegistryOptions[T any] struct {
 	// that a dead cluster fails in seconds, not after the request
 	// timeout. Default: 5 seconds.
 	DialTimeout time.Duration
+	// MaxClusters caps the remote clusters held at once, each with its
+	// clients, discovery and metadata caches: past it, the least recently
+	// used ones with no request in flight are dropped (a later Get builds
+	// them again). It bounds what many kubeconfigs, each cheap to write,
+	// cost. Default: 512.
+	MaxClusters int
 	// Now returns the current time. Default: time.Now.
 	Now func() time.Time
 }
@@ -129,6 +136,9 @@ func NewRegistry[T any](reader client.Reader, tokens client.Client, opts Registr
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxClusters <= 0 {
+		opts.MaxClusters = defaultMaxClusters
+	}
 	local, err := opts.Local()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: the local cluster: %w", err)
@@ -178,7 +188,29 @@ func (r *Registry[T]) Get(ctx context.Context, namespace string, ref *meta.KubeC
 	}
 	r.entries[src.name] = e
 	r.sweepLocked(now)
+	r.evictLocked(src.name)
 	return e.cluster, nil
+}
+
+// evictLocked drops the least recently used clusters with no request in
+// flight, but keep's, while more than MaxClusters are held.
+func (r *Registry[T]) evictLocked(keep string) {
+	for len(r.entries) > r.opts.MaxClusters {
+		oldest := ""
+		for k, e := range r.entries {
+			if k == keep || e.stats.inflight.Load() > 0 {
+				continue
+			}
+			if oldest == "" || e.lastUsed.Before(r.entries[oldest].lastUsed) {
+				oldest = k
+			}
+		}
+		if oldest == "" {
+			return // every other one is in use
+		}
+		r.drop(r.entries[oldest])
+		delete(r.entries, oldest)
+	}
 }
 
 // source is what a kubeConfig reference points at, read.

@@ -238,3 +238,57 @@ func TestRegistryRefusesDestinations(t *testing.T) {
 		t.Fatalf("refused clusters were built (%d) or held (%d)", builds, reg.Len())
 	}
 }
+
+// TestRegistryCapsClusters: past MaxClusters the least recently used
+// cluster is dropped, not one in use.
+func TestRegistryCapsClusters(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	kc, err := cp.Kubeconfig("capped", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := map[string]bool{}
+	now := time.Now()
+	reg, err := cluster.NewRegistry(cp.Client, cp.Client, cluster.RegistryOptions[*rest.Config]{
+		Local:       func() (*rest.Config, error) { return nil, nil },
+		Build:       func(cfg *rest.Config) (*rest.Config, error) { return rest.CopyConfig(cfg), nil },
+		Close:       func(c *rest.Config) { closed[c.UserAgent] = true },
+		Load:        cluster.LoadOptions{Destinations: loopbackAllowed},
+		MaxClusters: 3,
+		Now:         func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) *cluster.Cluster[*rest.Config] {
+		t.Helper()
+		c, err := reg.Get(ctx, ns, &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Value.UserAgent = name // marks the value for Close
+		return c
+	}
+	for i := range 5 {
+		name := fmt.Sprintf("kc-%d", i)
+		if err := cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Data: map[string][]byte{"value": kc}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		get(fmt.Sprintf("kc-%d", i))
+		now = now.Add(time.Second)
+	}
+	get("kc-0") // used again: kc-1 is now the least recently used
+	now = now.Add(time.Second)
+	get("kc-3")
+	if reg.Len() != 3 || !closed["kc-1"] || closed["kc-0"] || closed["kc-2"] {
+		t.Fatalf("after a fourth cluster: %d held, closed %v; want 3 held and kc-1 closed", reg.Len(), closed)
+	}
+	get("kc-4")
+	if reg.Len() != 3 || !closed["kc-2"] {
+		t.Fatalf("after a fifth cluster: %d held, closed %v; want kc-2 closed too", reg.Len(), closed)
+	}
+}
