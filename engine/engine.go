@@ -112,6 +112,8 @@ type Engine struct {
 	// queues are the work queues of the kinds' controllers, each set when
 	// its controller starts (controllers.go).
 	queues sync.Map // kind -> workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// genMemory is the generator builds' memory budget.
+	genMemory generatorBudget
 }
 
 // New builds an Engine on cfg, with a manager of its own. Nothing runs

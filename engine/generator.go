@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -27,6 +28,19 @@ import (
 // artifactGeneratorReconciler composes ExternalArtifacts from several
 // sources, as Flux's source-watcher does.
 type artifactGeneratorReconciler struct{ e *Engine }
+
+// generatorBudget is the memory budget all generator builds share, the
+// reconciler's and the rebuilds' (materialize.go), made on first use
+// (Options.GeneratorMemoryBytes).
+type generatorBudget struct {
+	once sync.Once
+	b    *generate.Budget
+}
+
+func (e *Engine) generatorMemory() *generate.Budget {
+	e.genMemory.once.Do(func() { e.genMemory.b = generate.NewBudget(e.opts.GeneratorMemoryBytes) })
+	return e.genMemory.b
+}
 
 func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	e := r.e
@@ -80,7 +94,7 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 	builds := make([]built, len(outputs))
 	arts := map[string]source.Artifact{}
 	for i, o := range outputs {
-		art, err := buildOutput(ctx, e.store, sources, o)
+		art, err := buildOutput(ctx, e.store, sources, o, generate.BuildOptions{Memory: e.generatorMemory()})
 		if err != nil {
 			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: %w", self, o.namespace, o.Name, err))
 		}
@@ -234,12 +248,12 @@ func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGe
 
 // buildOutput composes one output of a generator from its sources and
 // stores it as the ExternalArtifact's artifact.
-func buildOutput(ctx context.Context, store *source.Store, sources map[string]generate.Source, o generatedOutput) (source.Artifact, error) {
+func buildOutput(ctx context.Context, store *source.Store, sources map[string]generate.Source, o generatedOutput, opts generate.BuildOptions) (source.Artifact, error) {
 	spec := generate.Spec{Revision: o.Revision, OriginRevision: o.OriginRevision}
 	for _, c := range o.Copy {
 		spec.Copy = append(spec.Copy, generate.Copy{From: c.From, To: c.To, Exclude: c.Exclude, Strategy: generate.Strategy(c.Strategy), Optional: c.Optional})
 	}
-	art, _, err := generate.Build(ctx, store, outputObject(o.namespace, o.Name), sources, spec)
+	art, _, err := generate.Build(ctx, store, outputObject(o.namespace, o.Name), sources, spec, opts)
 	return art, err
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
+	"github.com/cozystack/cozy-aio/source/generate"
 	"github.com/cozystack/cozy-aio/source/git"
 	"github.com/cozystack/cozy-aio/source/oci"
 )
@@ -369,7 +370,7 @@ func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *s
 		return source.Artifact{}, err
 	}
 	defer release()
-	return buildOutput(ctx, staging, sources, outputs[i])
+	return buildOutput(ctx, staging, sources, outputs[i], generate.BuildOptions{Memory: e.generatorMemory()})
 }
 
 // materializer holds the rebuilds in flight, one per artifact, and the

@@ -15,7 +15,7 @@ func TestTenantBoundaryFlags(t *testing.T) {
 	}
 	e := f.opts.Engine
 	if e.RemoteClusters.AllowWorkloadIdentity || len(e.Destinations.Allow) != 0 || len(e.Destinations.Deny) != 0 ||
-		e.MaxReleaseRecordBytes != 64<<20 {
+		e.MaxReleaseRecordBytes != 64<<20 || e.GeneratorMemoryBytes != 256<<20 {
 		t.Fatalf("defaults: workload identity %t, allow %v, deny %v, max record %d",
 			e.RemoteClusters.AllowWorkloadIdentity, e.Destinations.Allow, e.Destinations.Deny, e.MaxReleaseRecordBytes)
 	}

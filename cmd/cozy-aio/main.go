@@ -23,6 +23,7 @@ import (
 	"github.com/cozystack/cozy-aio/engine/cluster"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/residency"
+	"github.com/cozystack/cozy-aio/source/generate"
 )
 
 // version is stamped at link time with -ldflags "-X main.version=…".
@@ -153,6 +154,7 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.destAllow, "destination-allow", "", "CIDR ranges or addresses tenant-chosen addresses may reach although the destination policy refuses them by default, comma-separated (default none: remote clusters, generic providers, notification Providers and foreign artifacts may not reach link-local, unspecified or loopback addresses; sources may not reach link-local or unspecified ones)")
 	fs.StringVar(&f.destDeny, "destination-deny", "", "CIDR ranges or addresses no tenant-chosen address may reach, comma-separated, whatever --destination-allow says (default none)")
 	fs.Int64Var(&o.Engine.MaxReleaseRecordBytes, "max-release-record-bytes", helm.DefaultMaxReleaseRecordBytes, "largest Helm release record (a Secret anyone who may write Secrets in a storage namespace can write) once decompressed; a release whose record inflates past it ends Ready=False naming the Secret")
+	fs.Int64Var(&o.Engine.GeneratorMemoryBytes, "generator-memory-bytes", generate.DefaultMemoryBytes, "memory all ArtifactGenerator builds share at once; an output that does not fit is composed in a temporary directory instead, as source-watcher does (negative: every output on disk)")
 	fs.StringVar(&f.kinds, "kinds", "", "reconcile only these kinds, comma-separated Flux kind names (default: all); ArtifactGenerator alone runs cozy-aio beside Flux's controllers as their source-watcher")
 	fs.StringVar(&f.watchConfigs, "watch-configs-label-selector", engine.DefaultWatchConfigsSelector, "ConfigMaps and Secrets whose changes reconcile the HelmReleases and Kustomizations that read them at once, as Flux's flag (empty: all; -: none)")
 	fs.BoolVar(&o.Engine.StrictSubstitutions, "strict-substitutions", false, "fail a Kustomization whose postBuild ${var} has no value and no default, as Flux's StrictPostBuildSubstitutions feature gate")

@@ -32,7 +32,7 @@ func BenchmarkBuild1000(b *testing.B) {
 	obj := source.Object{Kind: "ExternalArtifact", Namespace: "ns", Name: "composite"}
 	b.ResetTimer()
 	for b.Loop() {
-		_, res, err := generate.Build(context.Background(), st, obj, srcs, spec)
+		_, res, err := generate.Build(context.Background(), st, obj, srcs, spec, generate.BuildOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -24,12 +24,18 @@ type Result struct {
 
 // Compose runs the spec's copy operations from sources into dst, a
 // directory that is created if needed and should be empty. Nothing is
-// written outside dst.
+// written outside dst. The output has no cap: the caller chose where it
+// goes (Build caps its own).
 func Compose(ctx context.Context, sources map[string]Source, spec Spec, dst string) (Result, error) {
 	res, err := revisions(sources, spec)
 	if err != nil {
 		return Result{}, err
 	}
+	return composeDir(ctx, sources, spec, res, dst, &meter{max: -1})
+}
+
+// composeDir composes into the directory dst, counting its bytes with m.
+func composeDir(ctx context.Context, sources map[string]Source, spec Spec, res Result, dst string, m *meter) (Result, error) {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return Result{}, err
 	}
@@ -38,7 +44,7 @@ func Compose(ctx context.Context, sources map[string]Source, spec Spec, dst stri
 		return Result{}, err
 	}
 	defer root.Close()
-	return compose(ctx, sources, spec, res, &composer{out: root, root: root, dstDir: dst})
+	return compose(ctx, sources, spec, res, &composer{out: root, root: root, dstDir: dst, meter: m})
 }
 
 // compose runs the spec's copy operations into c's output and completes
@@ -93,6 +99,7 @@ type composer struct {
 	root   *os.Root
 	dstDir string
 	files  map[string]bool // written files, for Result.Files
+	meter  *meter
 }
 
 // run executes one operation.

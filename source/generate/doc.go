@@ -20,6 +20,7 @@
 // YAML maps into an existing file, with lists replaced, as Helm merges
 // values files; Extract unpacks .tgz/.tar.gz files into the destination.
 //
+//	budget := generate.NewBudget(256 << 20) // shared by every build
 //	art, res, err := generate.Build(ctx, store, obj, map[string]generate.Source{
 //		"chart":  {FS: chartRoot.FS(), Revision: "6.5.0@sha256:…"},
 //		"values": {FS: repoRoot.FS(), Revision: "main@sha1:…"},
@@ -29,7 +30,12 @@
 //			{From: "@chart/podinfo/**", To: "@artifact/"},
 //			{From: "@values/prod.yaml", To: "@artifact/values.yaml", Strategy: generate.Merge},
 //		},
-//	})
+//	}, generate.BuildOptions{Memory: budget})
+//
+// Build holds an output in memory within a Budget that all builds share,
+// and composes one that outgrows what is left in a temporary directory,
+// as source-watcher composes every output: the same artifact, slower. An
+// output's files are capped (BuildOptions.MaxBytes) wherever they are.
 //
 // Without Spec.Revision the revision is "latest@sha256:<digest>", the
 // digest of the deterministic output archive. Errors wrap ErrUnknownAlias,

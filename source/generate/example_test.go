@@ -35,12 +35,15 @@ func ExampleBuild() {
 		},
 	}
 	obj := source.Object{Kind: "ExternalArtifact", Namespace: "apps", Name: "podinfo"}
-	a, res, err := generate.Build(ctx, store, obj, sources, spec)
+	// One budget for all the builds of the process (64 MiB here).
+	budget := generate.NewBudget(64 << 20)
+	a, res, err := generate.Build(ctx, store, obj, sources, spec, generate.BuildOptions{Memory: budget})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(res.Files)
 	fmt.Println(strings.HasPrefix(a.Revision, "6.5.0@sha256:"))
+	fmt.Println(budget.InUse(), budget.Peak() > 0)
 
 	out, _ := os.MkdirTemp("", "out")
 	defer os.RemoveAll(out)
@@ -50,6 +53,7 @@ func ExampleBuild() {
 	// Output:
 	// [Chart.yaml values.yaml]
 	// true
+	// 0 true
 	// image:
 	//   tag: 6.5.0
 	// replicas: 3

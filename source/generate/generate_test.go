@@ -181,11 +181,11 @@ func TestComposeOptionalSkipsNoMatch(t *testing.T) {
 func TestBuildDeterministicAndRevisions(t *testing.T) {
 	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
 	obj := source.Object{Kind: "ExternalArtifact", Namespace: "apps", Name: "composite"}
-	a1, res, err := generate.Build(context.Background(), st, obj, fixtureSources(t, false), fixtureSpec)
+	a1, res, err := generate.Build(context.Background(), st, obj, fixtureSources(t, false), fixtureSpec, generate.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, _, err := generate.Build(context.Background(), st, obj, fixtureSources(t, true), fixtureSpec)
+	a2, _, err := generate.Build(context.Background(), st, obj, fixtureSources(t, true), fixtureSpec, generate.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestBuildDeterministicAndRevisions(t *testing.T) {
 	}
 	spec := fixtureSpec
 	spec.Revision, spec.OriginRevision = "@chart", "@backend"
-	a3, _, err := generate.Build(context.Background(), st, obj, fixtureSources(t, false), spec)
+	a3, _, err := generate.Build(context.Background(), st, obj, fixtureSources(t, false), spec, generate.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,12 +25,20 @@ func composeInDir(t *testing.T, st *source.Store, sources map[string]generate.So
 	return a, res, err
 }
 
-// checkBuildMatchesCompose builds spec in memory (Build) and in a
-// directory: both fail, or both give the same files and digest.
+// checkBuildMatchesCompose builds spec in memory (Build), in a directory,
+// and with Build out of memory budget (on disk): all fail, or all give the
+// same files and digest.
 func checkBuildMatchesCompose(t *testing.T, st *source.Store, sources map[string]generate.Source, spec generate.Spec) {
 	t.Helper()
 	want, wantRes, wantErr := composeInDir(t, st, sources, spec)
-	got, res, err := generate.Build(context.Background(), st, source.Object{Kind: "ExternalArtifact", Namespace: "ns", Name: "memory"}, sources, spec)
+	for _, budget := range []*generate.Budget{nil, generate.NewBudget(-1)} {
+		got, res, err := generate.Build(context.Background(), st, source.Object{Kind: "ExternalArtifact", Namespace: "ns", Name: "memory"}, sources, spec, generate.BuildOptions{Memory: budget})
+		checkSameBuild(t, spec, got, res, err, want, wantRes, wantErr)
+	}
+}
+
+func checkSameBuild(t *testing.T, spec generate.Spec, got source.Artifact, res generate.Result, err error, want source.Artifact, wantRes generate.Result, wantErr error) {
+	t.Helper()
 	switch {
 	case (err != nil) != (wantErr != nil):
 		t.Fatalf("%+v: Build: %v; in a directory: %v", spec.Copy, err, wantErr)
