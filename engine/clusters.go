@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -25,6 +26,13 @@ import (
 // destinations is the destination policy of tenant-chosen addresses.
 func (e *Engine) destinations() egress.Policy {
 	return egress.Policy{Allow: e.opts.Destinations.Allow, Deny: e.opts.Destinations.Deny}
+}
+
+// sourceDial dials every connection of the sources' fetchers (Git, OCI,
+// Helm repositories, buckets) through the destination policy's source
+// class: their URLs are the tenants' to write. The timeouts are net/http's.
+func (e *Engine) sourceDial() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return e.destinations().Dialer(egress.Source, &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 }
 
 // restClientErrorReason is the Ready reason of a HelmRelease whose

@@ -10,6 +10,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/bucket"
 )
@@ -75,9 +76,14 @@ func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, 
 func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (bucket.Options, error) {
 	ref := fmt.Sprintf("%s/%s/%s", sourcev1.BucketKind, obj.Namespace, obj.Name)
 	opts := bucket.Options{
-		Server: bucket.Server{Endpoint: obj.Spec.Endpoint, Insecure: obj.Spec.Insecure, Region: obj.Spec.Region},
+		Server: bucket.Server{Endpoint: obj.Spec.Endpoint, Insecure: obj.Spec.Insecure, Region: obj.Spec.Region,
+			Dial: r.e.sourceDial()},
 		Prefix: obj.Spec.Prefix, Timeout: durationOr(obj.Spec.Timeout, 60*time.Second),
 		Ignore: bucketIgnore(obj.Spec.Ignore),
+	}
+	// minio retries a refused dial ten times: refuse the endpoint first.
+	if err := r.e.destinations().CheckURL(ctx, egress.Source, obj.Spec.Endpoint); err != nil {
+		return opts, fmt.Errorf("%s: spec.endpoint: %w", ref, err)
 	}
 	if obj.Spec.SecretRef != nil {
 		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)

@@ -79,7 +79,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 
 func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.GitRepository) (git.Options, error) {
 	ref := fmt.Sprintf("GitRepository/%s/%s", obj.Namespace, obj.Name)
-	opts := git.Options{Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}
+	opts := git.Options{Timeout: durationOr(obj.Spec.Timeout, 60*time.Second), Dial: r.e.sourceDial()}
 	if rf := obj.Spec.Reference; rf != nil {
 		opts.Ref = git.Ref{Branch: rf.Branch, Tag: rf.Tag, SemVer: rf.SemVer, Name: rf.Name, Commit: rf.Commit}
 	}

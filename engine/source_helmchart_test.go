@@ -578,7 +578,7 @@ func TestHelmSourcesBadInputs(t *testing.T) {
 		says []string
 	}{
 		{repos["not-yaml"], []string{"HelmRepository/" + ns + "/not-yaml", "invalid Helm repository index"}},
-		{repos["huge"], []string{"HelmRepository/" + ns + "/huge", "larger than the limit of 65536 bytes"}},
+		{repos["huge"], []string{"HelmRepository/" + ns + "/huge", "more than the limit of 65536 bytes"}},
 		{repos["anonymous"], []string{"HelmRepository/" + ns + "/anonymous", "401 Unauthorized", "authentication failed"}},
 		{repos["wrong-password"], []string{"HelmRepository/" + ns + "/wrong-password", "401 Unauthorized"}},
 		{repos["tls-unknown-ca"], []string{"HelmRepository/" + ns + "/tls-unknown-ca", "certificate signed by unknown authority"}},

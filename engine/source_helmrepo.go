@@ -130,6 +130,7 @@ func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmReposito
 		Timeout:         durationOr(obj.Spec.Timeout, 60*time.Second),
 		MaxIndexSize:    e.opts.HelmIndexMaxSize,
 		MaxChartSize:    e.opts.HelmChartMaxSize,
+		Dial:            e.sourceDial(),
 	}
 	if obj.Spec.SecretRef != nil {
 		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
@@ -163,7 +164,7 @@ func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmReposito
 // certSecretRef, plain HTTP with insecure.
 func (e *Engine) helmRepoRegistry(ctx context.Context, obj *sourcev1.HelmRepository) (oci.Registry, error) {
 	ref := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
-	reg := oci.Registry{PlainHTTP: obj.Spec.Insecure}
+	reg := oci.Registry{PlainHTTP: obj.Spec.Insecure, Dial: e.sourceDial()}
 	if obj.Spec.SecretRef != nil {
 		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
 		if err != nil {

@@ -81,7 +81,8 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 
 func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCIRepository) (oci.Options, error) {
 	ref := fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name)
-	opts := oci.Options{Registry: oci.Registry{PlainHTTP: obj.Spec.Insecure}, Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}
+	opts := oci.Options{Registry: oci.Registry{PlainHTTP: obj.Spec.Insecure, Dial: r.e.sourceDial()},
+		Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}
 	if rf := obj.Spec.Reference; rf != nil {
 		opts.Ref = oci.Ref{Tag: rf.Tag, SemVer: rf.SemVer, SemVerFilter: rf.SemverFilter, Digest: rf.Digest}
 	}

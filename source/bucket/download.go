@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -23,7 +24,7 @@ import (
 // archived verbatim (the index already applied the ignore rules).
 func (l *listing) store(ctx context.Context, store *source.Store, obj source.Object, opts Options) (Result, error) {
 	if max := opts.maxSize(); max >= 0 && l.index.Size() > max {
-		return Result{}, fmt.Errorf("%s: %w: objects total %d bytes, more than %d", l.where, source.ErrTooLarge, l.index.Size(), max)
+		return Result{}, fmt.Errorf("%s: %w: the objects total %d bytes, more than the limit of %d bytes (MaxSize)", l.where, source.ErrTooLarge, l.index.Size(), max)
 	}
 	dir, err := os.MkdirTemp("", "cozy-bucket-")
 	if err != nil {
@@ -46,12 +47,20 @@ func (l *listing) store(ctx context.Context, store *source.Store, obj source.Obj
 		return Result{}, err
 	}
 	var todo []string
+	lim := limit{max: opts.maxSize()}
+	if lim.max >= 0 {
+		lim.left = new(atomic.Int64)
+		lim.left.Store(lim.max)
+	}
 	for _, k := range l.index.Keys() {
-		if !reused[k] {
+		switch {
+		case !reused[k]:
 			todo = append(todo, k)
+		case lim.left != nil:
+			lim.left.Add(-l.index[k].Size)
 		}
 	}
-	if err := l.download(ctx, root, todo, opts); err != nil {
+	if err := l.download(ctx, root, todo, lim, opts); err != nil {
 		return Result{}, err
 	}
 	rev := l.index.Revision()
@@ -102,10 +111,33 @@ func (l *listing) reuse(ctx context.Context, store *source.Store, root *os.Root,
 	return out, nil
 }
 
+// limit is Options.MaxSize as the downloads apply it.
+type limit struct {
+	max int64 // negative: no limit
+	// left is what the downloads may still write, shared by them; nil
+	// without a limit.
+	left *atomic.Int64
+}
+
+// take reserves size bytes for an object, or fails with
+// source.ErrTooLarge.
+func (lim limit) take(size int64) error {
+	switch {
+	case lim.max < 0:
+		return nil
+	case size > lim.max:
+		return fmt.Errorf("%w: the object is %d bytes, more than the limit of %d bytes (MaxSize)", source.ErrTooLarge, size, lim.max)
+	case lim.left.Add(-size) < 0:
+		return fmt.Errorf("%w: the object is %d bytes, which takes the objects past the limit of %d bytes (MaxSize): they grew after the listing",
+			source.ErrTooLarge, size, lim.max)
+	}
+	return nil
+}
+
 // download fetches keys into root, opts.Concurrency at a time. An object
 // deleted since the listing leaves the index; one replaced since takes
 // the ETag it was downloaded with, as in Flux.
-func (l *listing) download(ctx context.Context, root *os.Root, keys []string, opts Options) error {
+func (l *listing) download(ctx context.Context, root *os.Root, keys []string, lim limit, opts Options) error {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
 	// The goroutines update the index under mu; read what they need first.
@@ -119,7 +151,7 @@ func (l *listing) download(ctx context.Context, root *os.Root, keys []string, op
 	for i, k := range keys {
 		listed := entries[i]
 		g.Go(func() error {
-			etag, err := l.get(gctx, root, k, opts.maxSize())
+			etag, err := l.get(gctx, root, k, lim)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -139,9 +171,9 @@ func (l *listing) download(ctx context.Context, root *os.Root, keys []string, op
 }
 
 // get writes one object to root and returns the ETag it came with. An
-// object larger than max (negative: no limit) is refused: it may have
-// grown since the listing.
-func (l *listing) get(ctx context.Context, root *os.Root, key string, max int64) (string, error) {
+// object is refused when its size, which may have grown since the
+// listing, does not fit the limit; no more than its size is read.
+func (l *listing) get(ctx context.Context, root *os.Root, key string, lim limit) (string, error) {
 	o, err := l.c.GetObject(ctx, l.name, key, minio.GetObjectOptions{})
 	if err != nil {
 		return "", err
@@ -151,8 +183,8 @@ func (l *listing) get(ctx context.Context, root *os.Root, key string, max int64)
 	if err != nil {
 		return "", err
 	}
-	if max >= 0 && info.Size > max {
-		return "", fmt.Errorf("%w: %d bytes, more than %d", source.ErrTooLarge, info.Size, max)
+	if err := lim.take(info.Size); err != nil {
+		return "", err
 	}
 	if err := mkParent(root, key); err != nil {
 		return "", err

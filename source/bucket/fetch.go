@@ -37,6 +37,7 @@ func List(ctx context.Context, bucketName string, opts Options) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
+	defer l.release()
 	return Result{Revision: l.index.Revision(), Index: l.index}, nil
 }
 
@@ -48,6 +49,7 @@ func Fetch(ctx context.Context, store *source.Store, obj source.Object, bucketNa
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
+	defer l.release()
 	if rev := l.index.Revision(); opts.LastRevision != "" && rev == opts.LastRevision {
 		return Result{Revision: rev, Index: l.index, Unchanged: true}, nil
 	}
@@ -67,6 +69,7 @@ func FetchRevision(ctx context.Context, store *source.Store, obj source.Object, 
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
+	defer l.release()
 	if got := l.index.Revision(); got != revision {
 		return Result{}, fmt.Errorf("%s: %s: %w: it lists to %s, want %s", obj, l.where, ErrRevisionGone, got, revision)
 	}
@@ -83,6 +86,7 @@ func FetchRevision(ctx context.Context, store *source.Store, obj source.Object, 
 // listing is a bucket that was found and listed.
 type listing struct {
 	c            *minio.Client
+	release      func() // closes c's connections
 	name, where  string
 	index        Index
 	sourceIgnore []byte // nil when the bucket has no root .sourceignore
@@ -92,10 +96,20 @@ type listing struct {
 // lists it into an index.
 func connect(ctx context.Context, bucketName string, opts Options) (*listing, error) {
 	where := fmt.Sprintf("bucket '%s' at %s", bucketName, opts.Endpoint)
-	c, err := newClient(opts.Server)
+	c, release, err := newClient(opts.Server)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
+	l, err := list(ctx, c, bucketName, where, opts)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	l.release = release
+	return l, nil
+}
+
+func list(ctx context.Context, c *minio.Client, bucketName, where string, opts Options) (*listing, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
 	exists, err := c.BucketExists(ctx, bucketName)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/testenv"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/bucket"
@@ -307,6 +308,11 @@ func TestFetchRefusesTooLargeBuckets(t *testing.T) {
 	if !errors.Is(err, source.ErrTooLarge) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
 	}
+	for _, want := range []string{"bucket 'large' at " + s3.Endpoint(), "total 200 bytes", "limit of 150 bytes (MaxSize)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
 	if got := objectGets("large"); slices.Contains(got, "a.yaml") {
 		t.Fatalf("a bucket over the limit was downloaded: %v", got)
 	}
@@ -319,4 +325,34 @@ func tlsConfig(t *testing.T, caPEM []byte) *tls.Config {
 		t.Fatal("no CA certificate")
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+var errRefused = errors.New("refused by the test's dial hook")
+
+// TestFetchDialHook checks that the endpoint is reached through
+// Server.Dial only.
+func TestFetchDialHook(t *testing.T) {
+	ctx := context.Background()
+	fill(t, "dial", map[string]string{"a.yaml": "a\n"})
+	obj := source.Object{Kind: "Bucket", Namespace: "ns", Name: "dial"}
+	refused := server()
+	refused.MaxRetries = 1
+	refused.Dial = func(context.Context, string, string) (net.Conn, error) { return nil, errRefused }
+	s3.ResetRequests()
+	if _, err := bucket.Fetch(ctx, newStore(t), obj, "dial", bucket.Options{Server: refused}); !errors.Is(err, errRefused) {
+		t.Errorf("Fetch: got %v, want the hook's error", err)
+	}
+	if _, err := bucket.List(ctx, "dial", bucket.Options{Server: refused}); !errors.Is(err, errRefused) {
+		t.Errorf("List: got %v, want the hook's error", err)
+	}
+	if got := s3.Requests(); len(got) != 0 {
+		t.Fatalf("the server saw %d requests", len(got))
+	}
+
+	allowed := server()
+	allowed.Dial = egress.Policy{}.Dialer(egress.Source, nil).DialContext
+	res, err := bucket.Fetch(ctx, newStore(t), obj, "dial", bucket.Options{Server: allowed})
+	if err != nil || res.Revision != fluxRevision(map[string]string{"a.yaml": "a\n"}) {
+		t.Fatalf("the policy's dialer to the loopback endpoint: %+v %v", res, err)
+	}
 }

@@ -1,7 +1,9 @@
 package bucket
 
 import (
+	"context"
 	"crypto/tls"
+	"net"
 	"time"
 
 	"github.com/cozystack/cozy-aio/source"
@@ -28,8 +30,14 @@ type Server struct {
 	// environment.
 	ProxyURL string
 	// MaxRetries bounds the retries of one request. Default: minio-go's
-	// (10).
+	// (10). minio-go retries a connection the Dial hook refused, too.
 	MaxRetries int
+	// Dial opens every TCP connection the fetcher makes (HTTP, HTTPS), to
+	// the endpoint and to a proxy; the engine passes its destination
+	// policy's dialer. Each List, Fetch and FetchRevision has a transport
+	// of its own. Default: a net.Dialer with a 30s timeout, as minio-go's
+	// default transport.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Options configures List, Fetch and FetchRevision. Only Server.Endpoint
@@ -56,8 +64,11 @@ type Options struct {
 	// copied instead of downloaded when the object's ETag is their MD5.
 	// Default: none, every object is downloaded.
 	Reuse source.Artifact
-	// MaxSize limits the total size of the objects. Default:
-	// source.DefaultMaxSize; negative: no limit.
+	// MaxSize limits the total size of the objects, and so the size of
+	// each: from the sizes the listing gives, before anything is
+	// downloaded, and then from the size each object has when it is
+	// downloaded, since it may have grown. Default: source.DefaultMaxSize;
+	// negative: no limit.
 	MaxSize int64
 	// Concurrency bounds the downloads in flight. Default: 20.
 	Concurrency int

@@ -44,6 +44,11 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 		return Revision{}, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	}
 	defer cleanup()
+	via, release, err := opts.connect(ctx, ep)
+	if err != nil {
+		return Revision{}, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
+	}
+	defer release()
 	repo, err := gogit.Init(memory.NewStorage(), wt)
 	if err != nil {
 		return Revision{}, err
@@ -57,8 +62,7 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 		specs = []config.RefSpec{config.RefSpec("+" + want.Ref + ":" + want.Ref)}
 	}
 	err = rem.FetchContext(ctx, &gogit.FetchOptions{
-		RefSpecs: specs, Auth: auth, CABundle: opts.CABundle, Depth: opts.depth(), Tags: gogit.NoTags,
-		ProxyOptions: transport.ProxyOptions{URL: opts.ProxyURL},
+		RefSpecs: specs, Auth: auth, Depth: opts.depth(), Tags: gogit.NoTags, ProxyOptions: via,
 	})
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		return Revision{}, classify(ctx, repoURL, err)

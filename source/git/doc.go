@@ -22,4 +22,11 @@
 // for a full reference name, and "sha1:<commit>" for a bare commit.
 // Errors wrap source.ErrUnreachable, source.ErrAuth, source.ErrRefNotFound
 // and source.ErrNoSemverMatch.
+//
+// Every connection a fetch makes goes through Options.Dial, over HTTP(S)
+// and SSH; URLs of other schemes are refused. go-git has no per-call
+// transport, so importing this package installs, in go-git's table of
+// transports, an HTTP(S) transport that serves this package's calls with
+// their own dialer and passes every other go-git call to the transport it
+// replaced.
 package git

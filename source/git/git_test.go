@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,7 +250,8 @@ func TestFetchBearerToken(t *testing.T) {
 	}
 }
 
-// TestFetchThroughProxy sends every request through a forward proxy.
+// TestFetchThroughProxy sends every request through a forward proxy,
+// which the Dial hook connects to.
 func TestFetchThroughProxy(t *testing.T) {
 	f := setup(t)
 	var hits atomic.Int32
@@ -260,12 +262,23 @@ func TestFetchThroughProxy(t *testing.T) {
 	defer proxy.Close()
 	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
 	obj := source.Object{Kind: "GitRepository", Namespace: "ns", Name: "app"}
-	res, err := git.Fetch(context.Background(), st, obj, f.url, git.Options{Ref: git.Ref{Tag: "v2.0.0"}, Auth: auth, ProxyURL: proxy.URL})
+	var mu sync.Mutex
+	dialled := map[string]bool{}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		dialled[addr] = true
+		mu.Unlock()
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	res, err := git.Fetch(context.Background(), st, obj, f.url, git.Options{Ref: git.Ref{Tag: "v2.0.0"}, Auth: auth, ProxyURL: proxy.URL, Dial: dial})
 	if err != nil || res.Revision.String != "v2.0.0@sha1:"+f.third {
 		t.Fatalf("%+v %v", res, err)
 	}
 	if hits.Load() == 0 {
 		t.Fatal("the proxy saw no request")
+	}
+	if pu, _ := url.Parse(proxy.URL); len(dialled) != 1 || !dialled[pu.Host] {
+		t.Fatalf("the hook dialled %v, want only the proxy %s", dialled, pu.Host)
 	}
 }
 

@@ -1,6 +1,8 @@
 package git
 
 import (
+	"context"
+	"net"
 	"path"
 	"strings"
 	"time"
@@ -51,13 +53,27 @@ type Options struct {
 	Ref Ref
 	// Auth holds the credentials. Default: anonymous.
 	Auth Auth
-	// ProxyURL is an HTTP(S) proxy, with optional user info. Default: the
-	// HTTPS_PROXY/HTTP_PROXY environment.
+	// ProxyURL is an HTTP(S) proxy, with optional user info; over SSH, a
+	// socks5:// proxy. Default: the HTTPS_PROXY/HTTP_PROXY environment
+	// (over SSH, ALL_PROXY).
 	ProxyURL string
+	// Dial opens every TCP connection the fetcher makes (HTTP, HTTPS,
+	// SSH), to the server and to a proxy; the engine passes its
+	// destination policy's dialer. URLs of other schemes (git://,
+	// file://) are refused, since go-git would open them without it.
+	// Default: a net.Dialer with a 30s timeout, as net/http's default
+	// transport.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// CABundle adds PEM certificates to the system pool for HTTPS.
 	CABundle []byte
 	// Timeout bounds each network operation. Default: 60s.
 	Timeout time.Duration
+	// There is no size limit: ls-remote gives no size to check before the
+	// clone, and what a clone costs (the objects in memory, inflated and
+	// with their deltas resolved, then the work tree) is not what crosses
+	// the network, so a cap on the bytes received would not bound it.
+	// Flux's GitRepository has no size limit either.
+
 	// Depth is the clone depth. Default: 1 (shallow). A negative value
 	// fetches the full history. A Commit ref always fetches full history.
 	Depth int

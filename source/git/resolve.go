@@ -83,11 +83,13 @@ func listRemote(ctx context.Context, repoURL string, opts Options) ([]*plumbing.
 		return nil, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	}
 	defer cleanup()
+	via, release, err := opts.connect(ctx, ep)
+	if err != nil {
+		return nil, redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
+	}
+	defer release()
 	rem := gogit.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{repoURL}})
-	refs, err := rem.ListContext(ctx, &gogit.ListOptions{
-		Auth: auth, CABundle: opts.CABundle, PeelingOption: gogit.AppendPeeled,
-		ProxyOptions: transport.ProxyOptions{URL: opts.ProxyURL},
-	})
+	refs, err := rem.ListContext(ctx, &gogit.ListOptions{Auth: auth, PeelingOption: gogit.AppendPeeled, ProxyOptions: via})
 	return refs, classify(ctx, repoURL, err)
 }
 

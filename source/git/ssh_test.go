@@ -49,13 +49,13 @@ func writeHostKey(t *testing.T, keyDir string) ssh.PublicKey {
 	return pub
 }
 
-// TestFetchSSH serves the same bare repositories over SSH (gitkit) with
-// public-key auth, and checks host key verification both ways. It fails
-// when the SSH server does not start, unless COZY_SKIP_SSH is set.
-func TestFetchSSH(t *testing.T) {
-	f := setup(t)
+// sshRepo serves f's repositories over SSH (gitkit) with public-key auth
+// and returns the URL of app.git, a client key the server accepts and a
+// known_hosts that holds the server's key. It fails the test when the SSH
+// server does not start, unless COZY_SKIP_SSH is set.
+func sshRepo(t *testing.T, f *fixture) (repoURL string, clientKey, knownHosts []byte) {
+	t.Helper()
 	clientKey, clientPub := newSSHKey(t)
-	otherKey, _ := newSSHKey(t)
 	authorized := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(clientPub)))
 
 	keyDir := t.TempDir()
@@ -77,11 +77,20 @@ func TestFetchSSH(t *testing.T) {
 	t.Cleanup(func() { srv.StopSSH() })
 
 	u, _ := url.Parse(srv.SSHAddress())
-	knownHosts := []byte(knownhosts.Line([]string{knownhosts.Normalize(u.Host)}, hostPub) + "\n")
+	knownHosts = []byte(knownhosts.Line([]string{knownhosts.Normalize(u.Host)}, hostPub) + "\n")
+	return srv.SSHAddress() + "/app.git", clientKey, knownHosts
+}
+
+// TestFetchSSH fetches over SSH with public-key auth, and checks host key
+// verification both ways.
+func TestFetchSSH(t *testing.T) {
+	f := setup(t)
+	repoURL, clientKey, knownHosts := sshRepo(t, f)
+	otherKey, _ := newSSHKey(t)
+	u, _ := url.Parse(repoURL)
 	_, wrongHostPub := newSSHKey(t)
 	wrongKnownHosts := []byte(knownhosts.Line([]string{knownhosts.Normalize(u.Host)}, wrongHostPub) + "\n")
 
-	repoURL := srv.SSHAddress() + "/app.git"
 	st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
 	obj := source.Object{Kind: "GitRepository", Namespace: "ns", Name: "ssh"}
 	res, err := git.Fetch(context.Background(), st, obj, repoURL, git.Options{

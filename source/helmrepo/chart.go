@@ -107,7 +107,7 @@ func download(ctx context.Context, u string, cv *repo.ChartVersion, opts Options
 		return nil, err
 	}
 	defer done()
-	b, err := readAll(resp.Body, opts.maxChartSize(), "chart "+redact.String(u))
+	b, err := readBody(resp, opts.maxChartSize(), "chart "+redact.String(u), "MaxChartSize")
 	if err != nil {
 		return nil, err
 	}

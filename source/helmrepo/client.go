@@ -69,18 +69,25 @@ func (c *Client) Forget(obj source.Object) {
 	}
 }
 
-// sharedTransport serves every repository without a TLS config of its
-// own, so that fetches reuse connections.
+// sharedTransport serves every repository without a TLS config or a Dial
+// hook of its own, so that fetches reuse connections. A hook gets a
+// transport of its own: two hooks cannot be told equal, and a connection
+// one of them allowed must not serve a caller the other one speaks for.
 var sharedTransport = http.DefaultTransport.(*http.Transport).Clone()
 
 // httpClient returns a client for opts and a function that releases its
 // connections.
 func httpClient(opts Options) (*http.Client, func()) {
-	if opts.TLSConfig == nil {
+	if opts.TLSConfig == nil && opts.Dial == nil {
 		return &http.Client{Transport: sharedTransport}, func() {}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = opts.TLSConfig.Clone()
+	if opts.Dial != nil {
+		tr.DialContext = opts.Dial
+	}
+	if opts.TLSConfig != nil {
+		tr.TLSClientConfig = opts.TLSConfig.Clone()
+	}
 	return &http.Client{Transport: tr}, tr.CloseIdleConnections
 }
 
@@ -141,15 +148,20 @@ func classify(ctx context.Context, u string, err error) error {
 	return redact.Error(fmt.Errorf("GET %s: %w", u, err))
 }
 
-// readAll reads at most max bytes of r, failing with source.ErrTooLarge
-// beyond.
-func readAll(r io.Reader, max int64, what string) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
+// readBody reads at most max bytes of a response body, failing with
+// source.ErrTooLarge beyond, and before reading anything when the
+// Content-Length already says so. what names the content and its URL,
+// limit the option that sets max.
+func readBody(resp *http.Response, max int64, what, limit string) ([]byte, error) {
+	if resp.ContentLength > max {
+		return nil, fmt.Errorf("%s is %d bytes, more than the limit of %d bytes (%s): %w", what, resp.ContentLength, max, limit, source.ErrTooLarge)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is larger than the limit of %d bytes: %w", what, max, source.ErrTooLarge)
+		return nil, fmt.Errorf("%s is more than the limit of %d bytes (%s): %w", what, max, limit, source.ErrTooLarge)
 	}
 	return b, nil
 }

@@ -1,12 +1,14 @@
 package helmrepo_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,4 +204,44 @@ func TestDownloadChartCredentialsStayOnTheRepositoryHost(t *testing.T) {
 	if authed.Load() != 1 {
 		t.Fatalf("with passCredentials the credentials go along; sent %d times", authed.Load())
 	}
+}
+
+// TestDownloadsOverTheirLimit refuses an index or a chart larger than its
+// option: from the Content-Length when the server sends one, else once
+// more than the limit has been read.
+func TestDownloadsOverTheirLimit(t *testing.T) {
+	ctx := context.Background()
+	r, cv := chartRepo(t)
+	store, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+	obj := source.Object{Kind: "HelmRepository", Namespace: "ns", Name: "charts"}
+	c := helmrepo.NewClient(helmrepo.ClientOptions{})
+	index, _ := r.File("index.yaml")
+	chart, _ := r.File("demo-1.0.0.tgz")
+	size := func(n int) string { return strconv.Itoa(n) }
+
+	check := func(name string, err error, want ...string) {
+		t.Helper()
+		if !errors.Is(err, source.ErrTooLarge) {
+			t.Errorf("%s: got %v, want ErrTooLarge", name, err)
+			return
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not name %q", name, err, w)
+			}
+		}
+	}
+	_, err := c.FetchIndex(ctx, store, obj, r.URL(), "", helmrepo.Options{MaxIndexSize: int64(len(index) - 1)})
+	check("index", err, r.URL()+"/index.yaml", size(len(index)), size(len(index)-1), "MaxIndexSize")
+	_, err = c.DownloadChart(ctx, r.URL(), cv, helmrepo.Options{MaxChartSize: int64(len(chart) - 1)})
+	check("chart", err, r.URL()+"/demo-1.0.0.tgz", size(len(chart)), size(len(chart)-1), "MaxChartSize")
+	if _, err := c.DownloadChart(ctx, r.URL(), cv, helmrepo.Options{MaxChartSize: int64(len(chart))}); err != nil {
+		t.Fatalf("a chart of exactly MaxChartSize: %v", err)
+	}
+
+	// A body larger than the server's buffer goes out chunked, without a
+	// Content-Length.
+	r.Serve("/index.yaml", append([]byte("apiVersion: v1\nentries: {}\n"), bytes.Repeat([]byte("# padding\n"), 10<<10)...))
+	_, err = c.FetchIndex(ctx, store, obj, r.URL(), "", helmrepo.Options{MaxIndexSize: 64 << 10})
+	check("streamed index", err, r.URL()+"/index.yaml", "is more than the limit of "+size(64<<10), "MaxIndexSize")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func (c *Client) FetchIndex(ctx context.Context, store *source.Store, obj source
 		}
 		return IndexResult{Unchanged: true, Digest: lastDigest}, nil
 	}
-	b, err := readAll(resp.Body, opts.maxIndexSize(), "index "+redact.String(u))
+	b, err := readBody(resp, opts.maxIndexSize(), "index "+redact.String(u), "MaxIndexSize")
 	if err != nil {
 		return IndexResult{}, fmt.Errorf("%s: %w", obj, err)
 	}
@@ -121,9 +122,15 @@ func (c *Client) Index(store *source.Store, art source.Artifact) (*repo.IndexFil
 		return nil, err
 	}
 	defer f.Close()
-	b, err := readAll(f, DefaultMaxIndexSize*4, "stored index "+art.Path)
+	// An index was at most MaxIndexSize when it was stored, whatever that
+	// caller's limit was; this only keeps a damaged store from filling
+	// memory.
+	b, err := io.ReadAll(io.LimitReader(f, DefaultMaxIndexSize*4+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > DefaultMaxIndexSize*4 {
+		return nil, fmt.Errorf("stored index %s is more than %d bytes: %w", art.Path, DefaultMaxIndexSize*4, source.ErrTooLarge)
 	}
 	if got := "sha256:" + sha256Hex(b); got != art.Digest {
 		return nil, fmt.Errorf("%w: %s is %s, want %s", source.ErrDigestMismatch, art.Path, got, art.Digest)

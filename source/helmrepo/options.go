@@ -1,12 +1,15 @@
 package helmrepo
 
 import (
+	"context"
 	"crypto/tls"
+	"net"
 	"time"
 )
 
-// Default limits, as Flux's --helm-index-max-size and
-// --helm-chart-max-size.
+// Default limits, Flux's defaults of --helm-index-max-size and
+// --helm-chart-max-size: an index lists no chart sizes, so each download
+// is capped.
 const (
 	DefaultMaxIndexSize = 50 << 20
 	DefaultMaxChartSize = 10 << 20
@@ -27,12 +30,20 @@ type Options struct {
 	TLSConfig *tls.Config
 	// Timeout bounds one index fetch or chart download. Default: 60s.
 	Timeout time.Duration
-	// MaxIndexSize refuses a larger index.yaml. Default:
+	// MaxIndexSize refuses a larger index.yaml: from its Content-Length
+	// before the download, else once more is read. Default:
 	// DefaultMaxIndexSize.
 	MaxIndexSize int64
-	// MaxChartSize refuses a larger chart archive. Default:
+	// MaxChartSize refuses a larger chart archive, likewise. Default:
 	// DefaultMaxChartSize.
 	MaxChartSize int64
+	// Dial opens every TCP connection the fetcher makes (HTTP, HTTPS), to
+	// the repository, to the hosts of its chart URLs and redirects, and to
+	// a proxy; the engine passes its destination policy's dialer. A hook
+	// gets a transport of its own, closed when the download ends, where
+	// repositories without one share connections. Default: a net.Dialer
+	// with a 30s timeout, as net/http's default transport.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (o Options) timeout() time.Duration {

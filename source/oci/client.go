@@ -27,20 +27,23 @@ var ErrLayerNotFound = errors.New("no layer matches the selector")
 
 // repository opens an oras-go client for url ("oci://host/repo" or
 // "host/repo") with the registry's transport and credentials.
-func repository(repoURL string, reg Registry) (*remote.Repository, error) {
+// The returned function closes the transport's idle connections once the
+// caller is done with the client.
+func repository(repoURL string, reg Registry) (*remote.Repository, func(), error) {
 	ref := strings.TrimPrefix(repoURL, "oci://")
 	repo, err := remote.NewRepository(ref)
 	if err != nil {
-		return nil, fmt.Errorf("oci %s: %w", repoURL, err)
+		return nil, nil, fmt.Errorf("oci %s: %w", repoURL, err)
 	}
 	repo.PlainHTTP = reg.PlainHTTP
-	tr, err := reg.transport()
+	tr, release, err := reg.transport()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cred, err := reg.credentials(repo.Reference.Registry)
 	if err != nil {
-		return nil, fmt.Errorf("oci %s: %w", repoURL, err)
+		release()
+		return nil, nil, fmt.Errorf("oci %s: %w", repoURL, err)
 	}
 	repo.Client = &auth.Client{
 		Client: &http.Client{Transport: tr},
@@ -49,7 +52,7 @@ func repository(repoURL string, reg Registry) (*remote.Repository, error) {
 			return cred(host), nil
 		},
 	}
-	return repo, nil
+	return repo, release, nil
 }
 
 // Repository opens an oras-go client for the repository repoURL
@@ -57,7 +60,8 @@ func repository(repoURL string, reg Registry) (*remote.Repository, error) {
 // reg's transport and credentials, for other clients of the same
 // registry, such as signature verification.
 func Repository(repoURL string, reg Registry) (*remote.Repository, error) {
-	return repository(repoURL, reg)
+	repo, _, err := repository(repoURL, reg)
+	return repo, err
 }
 
 // credentials returns what to present to each registry host: Username
@@ -82,7 +86,7 @@ func (reg Registry) credentials(registry string) (func(host string) auth.Credent
 // zero Credential is anonymous), for other clients of the same registry,
 // such as signature verification.
 func (reg Registry) Client(registry string) (http.RoundTripper, func(host string) auth.Credential, error) {
-	tr, err := reg.transport()
+	tr, _, err := reg.transport()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -93,27 +97,35 @@ func (reg Registry) Client(registry string) (http.RoundTripper, func(host string
 	return tr, cred, nil
 }
 
-// sharedTransport serves every registry without a TLS config or a proxy
-// of its own, so that pulls reuse connections. Like every transport here,
-// it retries what oras-go deems transient (timeouts, 429, 5xx).
+// sharedTransport serves every registry without a TLS config, a proxy or
+// a Dial hook of its own, so that pulls reuse connections. A hook gets a
+// transport of its own: two hooks cannot be told equal, and a connection
+// one of them allowed must not serve a caller the other one speaks for.
+// Like every transport here, it retries what oras-go deems transient
+// (timeouts, 429, 5xx).
 var sharedTransport = retry.NewTransport(http.DefaultTransport.(*http.Transport).Clone())
 
-func (reg Registry) transport() (http.RoundTripper, error) {
-	if reg.TLSConfig == nil && reg.ProxyURL == "" {
-		return sharedTransport, nil
+// transport returns the HTTP transport for reg and a function that closes
+// its idle connections, for a caller done with a transport of its own.
+func (reg Registry) transport() (http.RoundTripper, func(), error) {
+	if reg.TLSConfig == nil && reg.ProxyURL == "" && reg.Dial == nil {
+		return sharedTransport, func() {}, nil
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if reg.Dial != nil {
+		tr.DialContext = reg.Dial
+	}
 	if reg.TLSConfig != nil {
 		tr.TLSClientConfig = reg.TLSConfig.Clone()
 	}
 	if reg.ProxyURL != "" {
 		pu, err := url.Parse(reg.ProxyURL)
 		if err != nil {
-			return nil, fmt.Errorf("proxy URL: %w", err)
+			return nil, nil, fmt.Errorf("proxy URL: %w", err)
 		}
 		tr.Proxy = http.ProxyURL(pu)
 	}
-	return retry.NewTransport(tr), nil
+	return retry.NewTransport(tr), tr.CloseIdleConnections, nil
 }
 
 // parseDockerConfig reads the "auths" of a docker config.json into

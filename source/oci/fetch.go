@@ -15,6 +15,7 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote"
 
+	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -39,15 +40,16 @@ type Result struct {
 func Pull(ctx context.Context, repoURL, dir string, opts Options) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	repo, err := repository(repoURL, opts.Registry)
+	repo, release, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return Result{}, err
 	}
+	defer release()
 	rev, err := resolve(ctx, repo, repoURL, opts.Ref)
 	if err != nil {
 		return Result{}, err
 	}
-	return pull(ctx, repo, repoURL, rev, opts.Layer, -1, func(r io.Reader) error {
+	return pull(ctx, repo, repoURL, rev, opts.Layer, opts.maxSize(), func(r io.Reader) error {
 		return source.Extract(ctx, r, dir, source.ExtractOptions{MaxSize: opts.MaxSize})
 	})
 }
@@ -60,10 +62,11 @@ func Pull(ctx context.Context, repoURL, dir string, opts Options) (Result, error
 func Fetch(ctx context.Context, store *source.Store, obj source.Object, repoURL string, opts Options) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	repo, err := repository(repoURL, opts.Registry)
+	repo, release, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
+	defer release()
 	rev, err := resolve(ctx, repo, repoURL, opts.Ref)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
@@ -92,10 +95,11 @@ func FetchRevision(ctx context.Context, store *source.Store, obj source.Object, 
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: oci %s: %w", obj, repoURL, err)
 	}
-	repo, err := repository(repoURL, opts.Registry)
+	repo, release, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", obj, err)
 	}
+	defer release()
 	return storeLayer(ctx, store, obj, repo, repoURL, rev, opts)
 }
 
@@ -103,7 +107,8 @@ func FetchRevision(ctx context.Context, store *source.Store, obj source.Object, 
 // that revision pins ("<tag>@sha256:<hex>" or "sha256:<hex>", as Resolve
 // and Fetch return it), verified against its digest, for content a caller
 // keeps in memory, such as a Helm chart. A layer larger than opts.MaxSize
-// is refused before it is pulled (source.ErrTooLarge). opts.Ref,
+// is refused before it is pulled (source.ErrTooLarge), as by every verb
+// here. opts.Ref,
 // opts.LastRevision, opts.Ignore and opts.Layer.Operation are not used.
 func ReadRevision(ctx context.Context, repoURL, revision string, opts Options) ([]byte, Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
@@ -112,10 +117,11 @@ func ReadRevision(ctx context.Context, repoURL, revision string, opts Options) (
 	if err != nil {
 		return nil, Result{}, fmt.Errorf("oci %s: %w", repoURL, err)
 	}
-	repo, err := repository(repoURL, opts.Registry)
+	repo, release, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return nil, Result{}, err
 	}
+	defer release()
 	var b []byte
 	res, err := pull(ctx, repo, repoURL, rev, opts.Layer, opts.maxSize(), func(r io.Reader) error {
 		b, err = io.ReadAll(r)
@@ -134,7 +140,7 @@ func storeLayer(ctx context.Context, store *source.Store, obj source.Object, rep
 	var res Result
 	var err error
 	if opts.Layer.Operation == Copy {
-		res, err = pull(ctx, repo, repoURL, rev, opts.Layer, -1, func(r io.Reader) error {
+		res, err = pull(ctx, repo, repoURL, rev, opts.Layer, opts.maxSize(), func(r io.Reader) error {
 			a, err = store.Put(ctx, obj, rev.String, r)
 			return err
 		})
@@ -155,7 +161,7 @@ func pullArchive(ctx context.Context, store *source.Store, obj source.Object, re
 		return source.Artifact{}, Result{}, err
 	}
 	defer os.RemoveAll(tmp)
-	res, err := pull(ctx, repo, repoURL, rev, opts.Layer, -1, func(r io.Reader) error {
+	res, err := pull(ctx, repo, repoURL, rev, opts.Layer, opts.maxSize(), func(r io.Reader) error {
 		return source.Extract(ctx, r, tmp, source.ExtractOptions{MaxSize: opts.MaxSize})
 	})
 	if err != nil {
@@ -165,17 +171,28 @@ func pullArchive(ctx context.Context, store *source.Store, obj source.Object, re
 	return a, res, err
 }
 
+// maxManifestSize bounds a manifest read into memory: oras-go's bound on
+// the metadata it reads (MaxMetadataBytes' default), which its
+// FetchReference does not apply to manifests.
+const maxManifestSize = 4 << 20
+
 // pull reads the manifest pinned to rev.Digest, verifying it, selects the
-// layer and hands its content to sink. It refuses a layer larger than
-// maxLayer (negative: no limit) before pulling it. The sink sees a reader
-// that fails instead of ending when the layer does not match its digest,
-// and pull drains what the sink left unread so that the check always runs.
+// layer and hands its content to sink. It refuses a layer whose
+// descriptor is larger than maxLayer (Options.MaxSize; negative: no
+// limit) before pulling it, and reads no more than the descriptor's size.
+// The sink sees a reader that fails instead of ending when the layer does
+// not match its digest, and pull drains what the sink left unread so that
+// the check always runs.
 func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revision, sel LayerSelector, maxLayer int64, sink func(io.Reader) error) (Result, error) {
 	mdesc, rc, err := repo.FetchReference(ctx, rev.Digest)
 	if err != nil {
 		return Result{}, classify(ctx, repoURL, err)
 	}
 	defer rc.Close()
+	if mdesc.Size > maxManifestSize {
+		return Result{}, fmt.Errorf("oci %s: manifest %s: %w: %d bytes, more than the limit of %d bytes for a manifest",
+			redact.String(repoURL), rev.Digest, source.ErrTooLarge, mdesc.Size, maxManifestSize)
+	}
 	if mdesc.Digest.String() != rev.Digest {
 		return Result{}, fmt.Errorf("oci %s: %w: manifest is %s, want %s", repoURL, source.ErrDigestMismatch, mdesc.Digest, rev.Digest)
 	}
@@ -192,14 +209,16 @@ func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revi
 		return Result{}, fmt.Errorf("oci %s: manifest %s: %w", repoURL, rev.Digest, err)
 	}
 	if maxLayer >= 0 && layer.Size > maxLayer {
-		return Result{}, fmt.Errorf("oci %s: layer %s: %w: %d bytes, more than %d", repoURL, layer.Digest, source.ErrTooLarge, layer.Size, maxLayer)
+		return Result{}, fmt.Errorf("oci %s: layer %s: %w: the manifest gives %d bytes, more than the limit of %d bytes (MaxSize)",
+			redact.String(repoURL), layer.Digest, source.ErrTooLarge, layer.Size, maxLayer)
 	}
 	blob, err := repo.Fetch(ctx, layer)
 	if err != nil {
 		return Result{}, classify(ctx, repoURL, err)
 	}
 	defer blob.Close()
-	vr := &verifier{r: blob, desc: layer, h: sha256.New()}
+	// One byte past the size is enough for the verifier to see more.
+	vr := &verifier{r: io.LimitReader(blob, layer.Size+1), desc: layer, h: sha256.New()}
 	err = sink(vr)
 	// Drain even after a failed sink: a corrupt stream is reported as the
 	// digest mismatch it is, not as the gzip error it caused.

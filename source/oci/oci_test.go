@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -398,4 +400,106 @@ func TestReadRevision(t *testing.T) {
 	if _, _, err := oci.ReadRevision(ctx, chartURL, "6.5.0", opts); !errors.Is(err, source.ErrRefNotFound) {
 		t.Fatalf("revision without digest: got %v, want ErrRefNotFound", err)
 	}
+}
+
+// countingProxy stands between the client and the registry and counts
+// the connections it accepts and the blobs it serves.
+func countingProxy(t *testing.T, reg *testenv.Registry) (host string, conns, blobGets *atomic.Int32) {
+	t.Helper()
+	target, _ := url.Parse("http://" + reg.Host())
+	rp := httputil.NewSingleHostReverseProxy(target)
+	conns, blobGets = new(atomic.Int32), new(atomic.Int32)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			blobGets.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://"), conns, blobGets
+}
+
+// TestFetchRefusesLayersOverMaxSize refuses, from the manifest's
+// descriptor, a layer larger than MaxSize before pulling it, whatever
+// the verb and the operation.
+func TestFetchRefusesLayersOverMaxSize(t *testing.T) {
+	f := setup(t)
+	host, _, blobGets := countingProxy(t, f.reg)
+	repoURL := "oci://" + host + "/manifests"
+	opts := f.opts
+	opts.DockerConfigJSON = []byte(`{"auths":{"` + host + `":{"username":"flux","password":"s3cret"}}}`)
+	opts.Ref = oci.Ref{Tag: "v1.0.0"}
+	ctx := context.Background()
+	rev, err := oci.Resolve(ctx, repoURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layer ocispec.Descriptor
+	if _, layer, err = layerOf(ctx, repoURL, rev.String, opts); err != nil {
+		t.Fatal(err)
+	}
+	blobGets.Store(0)
+	small := opts
+	small.MaxSize = layer.Size - 1
+	verbs := map[string]func(oci.Options) error{
+		"Fetch": func(o oci.Options) error {
+			st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+			_, err := oci.Fetch(ctx, st, obj, repoURL, o)
+			return err
+		},
+		"FetchRevision": func(o oci.Options) error {
+			st, _ := source.NewStore(t.TempDir(), source.StoreOptions{})
+			_, err := oci.FetchRevision(ctx, st, obj, repoURL, rev.String, o)
+			return err
+		},
+		"Pull": func(o oci.Options) error {
+			_, err := oci.Pull(ctx, repoURL, t.TempDir(), o)
+			return err
+		},
+		"ReadRevision": func(o oci.Options) error {
+			_, _, err := oci.ReadRevision(ctx, repoURL, rev.String, o)
+			return err
+		},
+	}
+	for name, verb := range verbs {
+		for _, op := range []oci.Operation{oci.Extract, oci.Copy} {
+			o := small
+			o.Layer.Operation = op
+			err := verb(o)
+			want := []string{repoURL, strconv.FormatInt(layer.Size, 10), strconv.FormatInt(small.MaxSize, 10), "MaxSize"}
+			if !errors.Is(err, source.ErrTooLarge) || !containsAll(err.Error(), want) {
+				t.Errorf("%s %s: got %v, want ErrTooLarge naming %q", name, op, err, want)
+			}
+		}
+	}
+	if n := blobGets.Load(); n != 0 {
+		t.Fatalf("%d layers over the limit were pulled", n)
+	}
+	exact := opts
+	exact.MaxSize = layer.Size
+	if err := verbs["Fetch"](exact); err != nil {
+		t.Fatalf("a layer of exactly MaxSize: %v", err)
+	}
+}
+
+// layerOf returns the content and descriptor of the first layer of rev.
+func layerOf(ctx context.Context, repoURL, rev string, opts oci.Options) ([]byte, ocispec.Descriptor, error) {
+	opts.MaxSize = -1
+	b, res, err := oci.ReadRevision(ctx, repoURL, rev, opts)
+	return b, res.Layer, err
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }

@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"time"
 
 	"github.com/cozystack/cozy-aio/source"
@@ -62,6 +63,13 @@ type Registry struct {
 	// ProxyURL is an HTTP(S) proxy. Default: the HTTPS_PROXY/HTTP_PROXY
 	// environment.
 	ProxyURL string
+	// Dial opens every TCP connection the fetcher makes (HTTP, HTTPS), to
+	// the registry, to its token service and blob redirects, and to a
+	// proxy; the engine passes its destination policy's dialer. A hook
+	// gets a transport of its own (the verbs here close it when they
+	// end), where registries without one share connections. Default: a
+	// net.Dialer with a 30s timeout, as net/http's default transport.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Options configures Resolve, Pull, Fetch, FetchRevision and ReadRevision.
@@ -91,9 +99,11 @@ type Options struct {
 	// Ignore holds extra .gitignore-syntax patterns applied when the
 	// layer is extracted. Default: none.
 	Ignore []string
-	// MaxSize limits what an extracted layer may unpack to, and the layer
-	// ReadRevision reads. Default: source.DefaultMaxSize; negative: no
-	// limit.
+	// MaxSize limits the size of the selected layer, as its descriptor in
+	// the manifest gives it: a larger layer is refused before it is pulled,
+	// and no more than the descriptor's size is read. It also limits what
+	// an extracted layer may unpack to. Default: source.DefaultMaxSize;
+	// negative: no limit.
 	MaxSize int64
 }
 

@@ -12,10 +12,11 @@ import (
 func Ping(ctx context.Context, repoURL string, opts Options) error {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	repo, err := repository(repoURL+"/ping", opts.Registry)
+	repo, release, err := repository(repoURL+"/ping", opts.Registry)
 	if err != nil {
 		return err
 	}
+	defer release()
 	reg, err := remoteRegistry(repo)
 	if err != nil {
 		return err

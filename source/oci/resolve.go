@@ -29,10 +29,11 @@ type Revision struct {
 func Resolve(ctx context.Context, repoURL string, opts Options) (Revision, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	repo, err := repository(repoURL, opts.Registry)
+	repo, release, err := repository(repoURL, opts.Registry)
 	if err != nil {
 		return Revision{}, err
 	}
+	defer release()
 	return resolve(ctx, repo, repoURL, opts.Ref)
 }
 
