@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -120,36 +122,93 @@ func newArtifactObject(kind string) (artifactObject, bool) {
 	return nil, false
 }
 
-// serveMissing puts in the store, when it can, the artifact at p
-// (<kind>/<namespace>/<name>/<file>, as the artifact server is asked for
-// it) that the object's status.artifact names and the store lacks: this
-// engine is a replica behind the address another replica advertised
-// (--artifact-base-url, a Service in front of them), or its data
-// directory was emptied. As a consumer's materialisation: fetched from
-// status.artifact.url (asking the server not to fetch in turn) or rebuilt
-// from upstream, and kept only if its digest is status's.
+// artifactKinds are the source kinds whose artifact consumers read, and
+// which the artifact server answers for.
+var artifactKinds = []string{sourcev1.GitRepositoryKind, sourcev1.OCIRepositoryKind,
+	sourcev1.ExternalArtifactKind, sourcev1.HelmChartKind, sourcev1.BucketKind}
+
+// artifactWait bounds how long a request for an artifact the store lacks
+// waits for the engine's own work to store it before the server answers
+// 503: long enough for a download from another replica, short enough that
+// requests do not pile up while upstream is slow.
+const artifactWait = 5 * time.Second
+
+// serveMissing answers the artifact server for a file its store lacks
+// (ServerOptions.Missing): true when a status names that path, after
+// waiting at most artifactWait for work the engine does anyway (the
+// replica's mirror, a consumer's materialisation) to store it; the server
+// serves the file if it came, else answers 503 with Retry-After. It never
+// starts a fetch or a rebuild: anyone who reaches the server could
+// otherwise make the engine clone and pull at will.
 func (e *Engine) serveMissing(ctx context.Context, p string) bool {
-	segs := strings.Split(p, "/")
-	if len(segs) != 4 {
+	src, art, ok := e.namedArtifact(ctx, p)
+	if !ok {
 		return false
 	}
-	for _, kind := range []string{sourcev1.GitRepositoryKind, sourcev1.OCIRepositoryKind, sourcev1.ExternalArtifactKind, sourcev1.HelmChartKind, sourcev1.BucketKind} {
-		if strings.ToLower(kind) != segs[0] {
-			continue
-		}
-		obj, _ := newArtifactObject(kind)
-		if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: segs[1], Name: segs[2]}, obj); err != nil {
-			return false
-		}
-		a := obj.GetArtifact()
-		if a == nil || a.Path != p {
-			return false
-		}
-		src := nodeRef{Kind: kind, Namespace: segs[1], Name: segs[2]}
-		_, err := e.materialize(ctx, nodeRef{}, src, obj, fromMetaArtifact(a))
-		return err == nil
+	ctx, cancel := context.WithTimeout(ctx, artifactWait)
+	defer cancel()
+	e.awaitStored(ctx, src, art)
+	return true
+}
+
+// namedArtifact returns the source and the artifact its status names at
+// p (<kind>/<namespace>/<name>/<file>, as the artifact server is asked for
+// it), read from the shared cache.
+func (e *Engine) namedArtifact(ctx context.Context, p string) (nodeRef, source.Artifact, bool) {
+	segs := strings.Split(p, "/")
+	if len(segs) != 4 {
+		return nodeRef{}, source.Artifact{}, false
 	}
-	return false
+	i := slices.IndexFunc(artifactKinds, func(k string) bool { return strings.ToLower(k) == segs[0] })
+	if i < 0 {
+		return nodeRef{}, source.Artifact{}, false
+	}
+	obj, _ := newArtifactObject(artifactKinds[i])
+	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: segs[1], Name: segs[2]}, obj); err != nil {
+		return nodeRef{}, source.Artifact{}, false
+	}
+	a := obj.GetArtifact()
+	if a == nil || a.Path != p {
+		return nodeRef{}, source.Artifact{}, false
+	}
+	return nodeRef{Kind: artifactKinds[i], Namespace: segs[1], Name: segs[2]}, fromMetaArtifact(a), true
+}
+
+// awaitStored waits until the store holds art or ctx ends, while work that
+// may store it is under way: the replica's mirror (for an artifact under
+// this engine's address), or a rebuild of it in flight. With neither, it
+// returns at once.
+func (e *Engine) awaitStored(ctx context.Context, src nodeRef, art source.Artifact) {
+	key := src.String() + "@" + art.Digest
+	mirrored := e.replicas != nil && e.replicas.mirror != nil && !e.foreign(art)
+	for {
+		// Taken before the store is looked at, so that a landing between
+		// the two is not missed.
+		var landed <-chan struct{}
+		if mirrored {
+			landed = e.replicas.mirror.landing()
+		}
+		flight := e.materializer.flying(key)
+		if e.stored(art) || landed == nil && flight == nil {
+			return
+		}
+		select {
+		case <-landed:
+		case <-flight:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// flying returns the done channel of the rebuild of key in flight, or nil.
+func (m *materializer) flying(key string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.flights[key]; ok {
+		return f.done
+	}
+	return nil
 }
 
 // foreign tells whether a's URL is not under this engine's artifact base

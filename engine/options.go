@@ -29,9 +29,13 @@ type Options struct {
 	ArtifactAddr string
 	// ArtifactBaseURL is the URL prefix written in status, as Flux's
 	// --storage-adv-addr: set it to an address that outlives the process,
-	// such as a Service in front of replicas. The artifact server of each
-	// replica then answers for any artifact a status names, fetching or
-	// rebuilding one its store lacks (checked against the digest).
+	// such as a Service in front of replicas. Each replica that does not
+	// lead then keeps in its store the current artifact of every source
+	// whose status names this address (fetched or rebuilt in the
+	// background as status changes, checked against the digest), so that
+	// its artifact server answers for any of them. A request never starts
+	// that work: one for an artifact not stored yet waits a few seconds at
+	// most, then gets a 503 with Retry-After.
 	// Default: http://<ArtifactAddr>, with the port the server bound when
 	// ArtifactAddr asks for any free one (":0").
 	ArtifactBaseURL string

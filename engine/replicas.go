@@ -63,6 +63,9 @@ type replicas struct {
 	// firstLead is closed when this replica leads for the first time.
 	firstLead chan struct{}
 	leadOnce  sync.Once
+	// mirror keeps the artifacts statuses name in this replica's store
+	// while it does not lead; nil without a shared artifact address.
+	mirror *mirror
 
 	// pubMu orders the anchoring of the pool to published assignments;
 	// pub is the last one anchored, nil before the first. It is never held
@@ -106,12 +109,32 @@ func (s leaseSeen) live(now time.Time) bool {
 }
 
 func newReplicas(e *Engine, cs kubernetes.Interface, start time.Time) *replicas {
-	return &replicas{
+	r := &replicas{
 		e: e, o: e.opts.Replicas, id: e.opts.HolderID, start: start, cs: cs,
 		log:  e.opts.Logger.WithName("replicas"),
 		kick: make(chan struct{}, 1), firstLead: make(chan struct{}),
 		seen: map[string]leaseSeen{}, shards: map[int]*shardLease{},
 	}
+	if e.opts.ArtifactBaseURL != "" {
+		r.mirror = newMirror(e, e.mgr.GetClient(), e.mgr.GetCache(), e.store)
+	}
+	return r
+}
+
+// startMirror runs the artifact mirror, if any, until ctx ends; the
+// returned func waits for it to stop.
+func (r *replicas) startMirror(ctx context.Context) (wait func()) {
+	if r.mirror == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.mirror.Start(ctx); err != nil {
+			r.log.Error(err, "mirroring the artifacts statuses name")
+		}
+	}()
+	return func() { <-done }
 }
 
 // NeedLeaderElection is false: every replica announces itself and runs
@@ -164,6 +187,7 @@ func (r *replicas) Start(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 	factory.WaitForCacheSync(ctx.Done())
+	defer r.startMirror(ctx)()
 	// Place with the published assignment before electing any shard: a
 	// replica that starts runs nothing on a placement of its own.
 	if o, ok, _ := assignments.GetStore().GetByKey(r.o.Namespace + "/" + r.assignmentName()); ok {

@@ -3,10 +3,13 @@ package source
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,18 +27,25 @@ type ServerOptions struct {
 	// ShutdownTimeout bounds the graceful shutdown when ctx ends.
 	// Default: 5s.
 	ShutdownTimeout time.Duration
-	// Missing, when set, is asked for a request whose file the store
+	// Missing, when set, is asked about a request whose file the store
 	// lacks, with the request's context and the artifact's path
-	// (<kind>/<namespace>/<name>/<file>); when it returns true the file is
-	// looked up again. Replicas behind one address use it to serve
-	// artifacts another replica stored. A request carrying the
-	// NoFetchHeader never calls it, so that replicas asking each other
-	// cannot loop. Default: a missing file is a 404.
+	// (<kind>/<namespace>/<name>/<file>). It reports whether the server
+	// should hold that file (a status names it), and may wait, briefly and
+	// within ctx, for it to be stored; it must not start work to get it,
+	// since anyone who reaches the server can ask. The file is then looked
+	// up again: still missing, it is a 503 with Retry-After; Missing
+	// returning false makes it a 404. A request carrying the NoFetchHeader
+	// never calls it. Default: a missing file is a 404.
 	Missing func(ctx context.Context, path string) bool
+	// RetryAfter is the Retry-After of a 503 for a file Missing said the
+	// server should hold. Default: 5s.
+	RetryAfter time.Duration
 }
 
-// NoFetchHeader, set on a request, tells the server to answer from what
-// it holds only (ServerOptions.Missing is not asked).
+// NoFetchHeader, set on a request, tells the server to answer at once
+// from what it holds (ServerOptions.Missing is not asked): replicas
+// fetching from one another fall back to upstream at once, rather than
+// wait on a replica that waits in turn.
 const NoFetchHeader = "X-Cozy-Aio-No-Fetch"
 
 // Server serves a store over HTTP with Flux's layout,
@@ -57,6 +67,9 @@ func NewServer(store *Store, opts ServerOptions) (*Server, error) {
 	}
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 5 * time.Second
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = 5 * time.Second
 	}
 	ln := opts.Listener
 	if ln == nil {
@@ -112,12 +125,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer root.Close()
-	f, err := root.Open(filepath.FromSlash(p))
-	if err != nil && s.opts.Missing != nil && r.Header.Get(NoFetchHeader) == "" && s.opts.Missing(r.Context(), p) {
-		f, err = root.Open(filepath.FromSlash(p))
-	}
-	if err != nil {
-		http.NotFound(w, r)
+	f, ok := s.open(w, r, root, p)
+	if !ok {
 		return
 	}
 	defer f.Close()
@@ -128,6 +137,29 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/gzip")
 	http.ServeContent(w, r, fi.Name(), fi.ModTime(), f)
+}
+
+// open opens the file at p, asking Missing about one the store lacks, or
+// answers the request itself.
+func (s *Server) open(w http.ResponseWriter, r *http.Request, root *os.Root, p string) (*os.File, bool) {
+	f, err := root.Open(filepath.FromSlash(p))
+	if err == nil {
+		return f, true
+	}
+	if !errors.Is(err, fs.ErrNotExist) || s.opts.Missing == nil || r.Header.Get(NoFetchHeader) != "" || !s.opts.Missing(r.Context(), p) {
+		http.NotFound(w, r)
+		return nil, false
+	}
+	if f, err = root.Open(filepath.FromSlash(p)); err == nil {
+		return f, true
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(s.opts.RetryAfter.Seconds()))))
+		http.Error(w, "artifact not stored here yet", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	http.NotFound(w, r)
+	return nil, false
 }
 
 // artifactPath validates both the raw and the decoded request path, so
