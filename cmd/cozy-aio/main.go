@@ -24,6 +24,7 @@ import (
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/residency"
 	"github.com/cozystack/cozy-aio/source/generate"
+	"github.com/cozystack/cozy-aio/source/helmrepo"
 )
 
 // version is stamped at link time with -ldflags "-X main.version=…".
@@ -155,6 +156,8 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.destDeny, "destination-deny", "", "CIDR ranges or addresses no tenant-chosen address may reach, comma-separated, whatever --destination-allow says (default none)")
 	fs.Int64Var(&o.Engine.MaxReleaseRecordBytes, "max-release-record-bytes", helm.DefaultMaxReleaseRecordBytes, "largest Helm release record (a Secret anyone who may write Secrets in a storage namespace can write) once decompressed; a release whose record inflates past it ends Ready=False naming the Secret")
 	fs.Int64Var(&o.Engine.GeneratorMemoryBytes, "generator-memory-bytes", generate.DefaultMemoryBytes, "memory all ArtifactGenerator builds share at once; an output that does not fit is composed in a temporary directory instead, as source-watcher does (negative: every output on disk)")
+	fs.Int64Var(&o.Engine.HelmIndexMaxSize, "helm-index-max-size", helmrepo.DefaultMaxIndexSize, "largest Helm repository index fetched, in bytes (as Flux's flag of the same name)")
+	fs.Int64Var(&o.Engine.HelmChartMaxSize, "helm-chart-max-size", helmrepo.DefaultMaxChartSize, "largest Helm chart archive fetched, in bytes (as Flux's flag of the same name)")
 	fs.StringVar(&f.kinds, "kinds", "", "reconcile only these kinds, comma-separated Flux kind names (default: all); ArtifactGenerator alone runs cozy-aio beside Flux's controllers as their source-watcher")
 	fs.StringVar(&f.watchConfigs, "watch-configs-label-selector", engine.DefaultWatchConfigsSelector, "ConfigMaps and Secrets whose changes reconcile the HelmReleases and Kustomizations that read them at once, as Flux's flag (empty: all; -: none)")
 	fs.BoolVar(&o.Engine.StrictSubstitutions, "strict-substitutions", false, "fail a Kustomization whose postBuild ${var} has no value and no default, as Flux's StrictPostBuildSubstitutions feature gate")

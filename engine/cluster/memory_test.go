@@ -25,14 +25,14 @@ import (
 // (its clients, a Helm manager with its discovery cache, REST mapper and
 // metadata watches of the release records and of the kinds it installed,
 // a waiter), after one release was installed through it, with the
-// connections it left open. It builds 20 clusters (20 kubeconfigs of
+// connections it left open. It builds 100 clusters (100 kubeconfigs of
 // distinct users on the test API server), installs one chart of one
 // ConfigMap through each, and reports the heap and goroutine stacks in use
 // after a GC, per cluster, against the same process before them.
 //
 //	go test ./engine/cluster -run '^$' -bench BenchmarkIdleRemoteClusterMemory -benchtime 1x
 func BenchmarkIdleRemoteClusterMemory(b *testing.B) {
-	const clusters = 20
+	const clusters = 100
 	ctx := context.Background()
 	chart, err := testenv.TarGz(map[string]string{
 		"Chart.yaml":        "apiVersion: v2\nname: one\nversion: 1.0.0\n",
