@@ -224,12 +224,22 @@ func checkNoCredential(ctx context.Context, t *testing.T, r *run) {
 	t.Helper()
 	seen := readable(ctx, t, r.c, ns)
 	logText, _ := os.ReadFile(r.proc.Log())
+	metrics := scrape(t, r.proc.HealthAddr())
 	for _, s := range secrets {
-		for where, text := range map[string]string{"status or Events": seen, "cozy-aio's log": string(logText)} {
+		for where, text := range map[string]string{"status or Events": seen, "cozy-aio's log": string(logText), "/metrics": metrics} {
 			if strings.Contains(text, s) {
 				t.Errorf("%q appears in %s", s, where)
 			}
 		}
+	}
+	// No metric label carries an address the tenant wrote.
+	for _, host := range []string{"169.254.169.254", remoteAddr, "0.0.0.0"} {
+		if strings.Contains(metrics, host) {
+			t.Errorf("/metrics carries the tenant-chosen address %s", host)
+		}
+	}
+	if !strings.Contains(metrics, `cluster="Secret hostile/edited-kc"`) {
+		t.Error("/metrics does not show the edited Secret's remote cluster: the label scan would pass vacuously")
 	}
 	if !strings.Contains(seen, "authentication") || len(logText) == 0 {
 		t.Fatal("nothing to scan: the scan would pass vacuously")

@@ -329,6 +329,21 @@ func releaseBomb(t *testing.T, size int) []byte {
 	return []byte(base64.StdEncoding.EncodeToString(gz.Bytes()))
 }
 
+// scrape returns cozy-aio's /metrics exposition.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // metric returns the value of an unlabelled gauge from cozy-aio's /metrics.
 func metric(addr, name string) (float64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
