@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"sync"
 	"testing"
@@ -200,7 +201,10 @@ func lastHandled(t *testing.T, obj client.Object) string {
 func start(t *testing.T, installCRDs bool) func() {
 	t.Helper()
 	e, err := engine.New(cp.Config, engine.Options{DataDir: t.TempDir(), ArtifactAddr: "127.0.0.1:0",
-		Registry: prometheus.NewRegistry(), InstallCRDs: installCRDs})
+		Registry: prometheus.NewRegistry(), InstallCRDs: installCRDs,
+		// The test's Provider listens on loopback, which the destination
+		// policy refuses for Providers by default.
+		Destinations: engine.DestinationOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
