@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -290,6 +291,15 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	return e, nil
 }
 
+// apiHost is the host[:port] client-go labels the requests to host (a
+// rest.Config's Host: a URL or host[:port]) with.
+func apiHost(host string) string {
+	if u, err := url.Parse(host); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return host
+}
+
 // artifactStore opens the store and binds its server. It binds first, so
 // that a ":0" port is resolved once, by the listener that serves it, and
 // the URLs written in status name that port.
@@ -449,7 +459,7 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 		}
 		w.Write([]byte(msg))
 	})
-	mux.Handle("/metrics", metricsHandler(e.registry, e.metrics))
+	mux.Handle("/metrics", metricsHandler(apiHostOnly{g: e.registry, host: apiHost(e.cfg.Host)}, e.metrics))
 	if e.opts.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -299,7 +300,7 @@ func writeLabelValue(w *bufio.Writer, v string) {
 // While it gathers, the collector is muted: a Gather of the same registry
 // by someone else at that moment (an embedder serving it too) leaves the
 // gotk series out of that one scrape.
-func metricsHandler(registry *prometheus.Registry, m *reconcileMetrics) http.Handler {
+func metricsHandler(registry prometheus.Gatherer, m *reconcileMetrics) http.Handler {
 	if !m.exported {
 		return promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	}
@@ -322,4 +323,33 @@ func metricsHandler(registry *prometheus.Registry, m *reconcileMetrics) http.Han
 		}
 		_ = m.writeText(bw)
 	})
+}
+
+// apiHostOnly drops client-go's per-host request series (rest_client_*)
+// of every host but the engine's own API server: a remote cluster's
+// address is the tenant's to write, and no label value may be a string a
+// tenant wrote freely. cozy_aio_remote_cluster_requests_total counts the
+// remote clusters' requests by their Secret instead.
+type apiHostOnly struct {
+	g    prometheus.Gatherer
+	host string // host[:port] of the engine's API server
+}
+
+func (a apiHostOnly) Gather() ([]*dto.MetricFamily, error) {
+	families, err := a.g.Gather()
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "rest_client_") {
+			continue
+		}
+		f.Metric = slices.DeleteFunc(f.Metric, func(m *dto.Metric) bool {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "host" && l.GetValue() != a.host {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	families = slices.DeleteFunc(families, func(f *dto.MetricFamily) bool { return len(f.Metric) == 0 })
+	return families, err
 }
