@@ -96,6 +96,12 @@ func TestArtifactServerServesWhatStatusNamesAndTheStoreLacks(t *testing.T) {
 	if code, _, _ := artifactGet(t, art.URL, true); code != http.StatusNotFound {
 		t.Fatalf("with %s, an artifact the store lacks: %d, want 404", source.NoFetchHeader, code)
 	}
+	// The engine's cache sees the status a moment after the API server
+	// does: until then no status names the path (404).
+	eventually(t, 10*time.Second, "the engine's cache names the artifact", func() bool {
+		code, _, _ := artifactGet(t, art.URL, false)
+		return code != http.StatusNotFound
+	})
 	for range 20 {
 		if code, h, _ := artifactGet(t, art.URL, false); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
 			t.Fatalf("an artifact the store lacks: %d, Retry-After %q; want 503 with Retry-After", code, h.Get("Retry-After"))

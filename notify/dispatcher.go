@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,7 +204,11 @@ func (d *Dispatcher) Record(ev *Event, labels map[string]string) {
 	if len(matches) == 0 {
 		return
 	}
-	if !d.limiter.allow(rateKey(ev)) {
+	// An event none of whose Alerts has its Provider yet (an Alert
+	// reconciled before its Provider) is reported, not sent, and must not
+	// take the rate limit's slot: the same event a moment later is sent.
+	deliverable := slices.ContainsFunc(matches, func(m match) bool { return m.q != nil })
+	if deliverable && !d.limiter.allow(rateKey(ev)) {
 		d.m.rateLimited.Inc()
 		return
 	}
