@@ -333,6 +333,9 @@ type harness struct {
 	mem *memorySampler
 	// clusters are the tenant clusters of Options.Clusters.
 	clusters []*tenantCluster
+	// avail is when each Deployment of the simulated cluster was first
+	// Available.
+	avail *availability
 }
 
 func (h *harness) setup(ctx context.Context) error {
@@ -425,6 +428,11 @@ func (h *harness) setup(ctx context.Context) error {
 	uctx, cancel := context.WithCancel(context.Background())
 	h.stopUnits = cancel
 	go func() { _ = h.units.Start(uctx) }()
+	if h.cluster != nil {
+		if h.avail, err = watchAvailability(ctx, h.units); err != nil {
+			return err
+		}
+	}
 	return h.startReplicas(api.Config.Host, kubeconfig)
 }
 
