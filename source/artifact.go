@@ -1,6 +1,8 @@
 package source
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path"
 	"strings"
@@ -47,4 +49,11 @@ func (o Object) dir() (string, error) {
 		}
 	}
 	return path.Join(strings.ToLower(o.Kind), o.Namespace, o.Name), nil
+}
+
+// SHA256Hex returns the SHA-256 of b in lower-case hex, the form of the
+// <hex> in an Artifact's "sha256:<hex>" Digest.
+func SHA256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }

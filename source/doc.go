@@ -29,5 +29,7 @@
 // Errors that callers branch on are sentinels (ErrUnreachable, ErrAuth,
 // ErrRefNotFound, ErrNoSemverMatch, ErrDigestMismatch, and the archive
 // errors ErrPathTraversal, ErrAbsolutePath, ErrSymlinkEscape, ErrDeviceFile,
-// ErrTooLarge inside an *ArchiveError); the fetchers wrap the same ones.
+// ErrTooLarge inside an *ArchiveError); the fetchers wrap the same ones
+// with Classify, which knows the network failures every fetcher meets and
+// asks the fetcher about the errors of its own protocol.
 package source

@@ -109,7 +109,7 @@ func (m *Manager) loadChart(ctx context.Context, c Chart) (*chartv2.Chart, strin
 	switch {
 	case c.Path != "":
 		data, err = readFile(c.Path)
-		digest = sha256Hex(data)
+		digest = source.SHA256Hex(data)
 	case c.Ref != "":
 		data, digest, err = m.pullChart(ctx, c)
 	default:

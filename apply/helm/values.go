@@ -1,9 +1,9 @@
 package helm
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+
+	"github.com/cozystack/cozy-aio/source"
 )
 
 // MergeValues deep-merges value layers: later layers win. Maps merge key by
@@ -54,11 +54,6 @@ func copyValue(v any) any {
 	}
 }
 
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 // specDigest identifies what a release is asked to be: the chart archive
 // and the merged values. It is short enough for a label value.
 func specDigest(chartDigest string, values map[string]any, postRender string) string {
@@ -66,5 +61,5 @@ func specDigest(chartDigest string, values map[string]any, postRender string) st
 	if postRender != "" {
 		b = append(append(b, '\n'), postRender...)
 	}
-	return sha256Hex(append([]byte(chartDigest+"\n"), b...))[:40]
+	return source.SHA256Hex(append([]byte(chartDigest+"\n"), b...))[:40]
 }

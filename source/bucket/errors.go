@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 
 	"github.com/minio/minio-go/v7"
@@ -36,37 +35,28 @@ func (e *UnsafeKeyError) Unwrap() error { return ErrUnsafeKey }
 // classify wraps err with the source error a caller branches on and the
 // bucket it concerns. minio-go's messages carry no credentials.
 func classify(ctx context.Context, where string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var kind error
+	return source.Classify(ctx, where, err, s3Kind)
+}
+
+// s3Kind names what minio-go reports: the S3 error code or HTTP status of
+// the response. A bare x509.UnknownAuthorityError or x509.HostnameError, a
+// tls.RecordHeaderError and a Timeout() error are unreachable for buckets
+// too; see source.Kind.
+func s3Kind(err error) error {
 	resp := minio.ToErrorResponse(err)
-	var opErr *net.OpError
-	var dnsErr *net.DNSError
-	var certErr *tls.CertificateVerificationError
 	var authErr x509.UnknownAuthorityError
 	var hostErr x509.HostnameError
 	var recErr tls.RecordHeaderError
 	switch {
-	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%s: %w", where, err)
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden,
 		resp.Code == "AccessDenied", resp.Code == "InvalidAccessKeyId", resp.Code == "SignatureDoesNotMatch":
-		kind = source.ErrAuth
+		return source.ErrAuth
 	case resp.Code == "NoSuchBucket":
-		kind = source.ErrRefNotFound
-	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &certErr), errors.As(err, &authErr),
-		errors.As(err, &hostErr), errors.As(err, &recErr), errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		kind = source.ErrUnreachable
-	default:
-		return fmt.Errorf("%s: %w", where, err)
+		return source.ErrRefNotFound
+	case errors.As(err, &authErr), errors.As(err, &hostErr), errors.As(err, &recErr), source.IsTimeout(err):
+		return source.ErrUnreachable
 	}
-	return fmt.Errorf("%s: %w: %w", where, kind, err)
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
+	return nil
 }
 
 func isNotFound(err error) bool {

@@ -2,11 +2,8 @@ package git
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
-	"net"
 	"strings"
 
 	gogit "github.com/go-git/go-git/v5"
@@ -20,38 +17,30 @@ import (
 // classify wraps err with the source error a caller branches on, and the
 // repository URL, redacted with the message.
 func classify(ctx context.Context, repoURL string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var kind error
-	var opErr *net.OpError
-	var dnsErr *net.DNSError
-	var certErr *tls.CertificateVerificationError
+	return redact.Error(source.Classify(ctx, "git "+repoURL, err, gitKind))
+}
+
+// gitKind names what go-git and its SSH client report: their transport
+// errors, and the messages of golang.org/x/crypto/ssh, which has no error
+// types for a rejected key or a known_hosts mismatch. A bare
+// x509.HostnameError and a Timeout() error are unreachable for Git too;
+// see source.Kind.
+func gitKind(err error) error {
 	var hostErr x509.HostnameError
 	switch {
-	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
 		strings.Contains(err.Error(), "unable to authenticate"), strings.Contains(err.Error(), "knownhosts: key mismatch"):
-		kind = source.ErrAuth
+		return source.ErrAuth
 	case errors.Is(err, transport.ErrRepositoryNotFound), errors.Is(err, plumbing.ErrReferenceNotFound),
 		errors.Is(err, plumbing.ErrObjectNotFound), isNoMatchingRefSpec(err), errors.Is(err, transport.ErrEmptyRemoteRepository):
-		kind = source.ErrRefNotFound
-	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &certErr), errors.As(err, &hostErr),
-		errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		kind = source.ErrUnreachable
-	default:
-		return redact.Error(fmt.Errorf("git %s: %w", repoURL, err))
+		return source.ErrRefNotFound
+	case errors.As(err, &hostErr), source.IsTimeout(err):
+		return source.ErrUnreachable
 	}
-	return redact.Error(fmt.Errorf("git %s: %w: %w", repoURL, kind, err))
+	return nil
 }
 
 func isNoMatchingRefSpec(err error) bool {
 	var e gogit.NoMatchingRefSpecError
 	return errors.As(err, &e)
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
 }

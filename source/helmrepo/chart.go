@@ -111,8 +111,8 @@ func download(ctx context.Context, u string, cv *repo.ChartVersion, opts Options
 	if err != nil {
 		return nil, err
 	}
-	if want := strings.TrimPrefix(cv.Digest, "sha256:"); want != "" && !strings.EqualFold(want, sha256Hex(b)) {
-		return nil, fmt.Errorf("chart %s: %w: archive is sha256:%s, the index says %s", redact.String(u), source.ErrDigestMismatch, sha256Hex(b), cv.Digest)
+	if want := strings.TrimPrefix(cv.Digest, "sha256:"); want != "" && !strings.EqualFold(want, source.SHA256Hex(b)) {
+		return nil, fmt.Errorf("chart %s: %w: archive is sha256:%s, the index says %s", redact.String(u), source.ErrDigestMismatch, source.SHA256Hex(b), cv.Digest)
 	}
 	return b, nil
 }

@@ -2,13 +2,10 @@ package helmrepo
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -132,20 +129,19 @@ func statusError(u string, code int) error {
 }
 
 // classify wraps a transport error with the source error a caller
-// branches on, redacted with the URL.
+// branches on, redacted with the URL. HTTP statuses are statusError's.
 func classify(ctx context.Context, u string, err error) error {
-	var opErr *net.OpError
-	var dnsErr *net.DNSError
-	var certErr *tls.CertificateVerificationError
+	return redact.Error(source.Classify(ctx, "GET "+u, err, httpKind))
+}
+
+// httpKind counts a tls.RecordHeaderError as unreachable for chart
+// repositories too; see source.Kind.
+func httpKind(err error) error {
 	var recErr tls.RecordHeaderError
-	switch {
-	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return redact.Error(fmt.Errorf("GET %s: %w", u, err))
-	case errors.As(err, &certErr), errors.As(err, &opErr), errors.As(err, &dnsErr),
-		errors.As(err, &recErr), errors.Is(err, context.DeadlineExceeded):
-		return redact.Error(fmt.Errorf("GET %s: %w: %w", u, source.ErrUnreachable, err))
+	if errors.As(err, &recErr) {
+		return source.ErrUnreachable
 	}
-	return redact.Error(fmt.Errorf("GET %s: %w", u, err))
+	return nil
 }
 
 // readBody reads at most max bytes of a response body, failing with
@@ -171,9 +167,4 @@ func sameHost(base, u string) bool {
 	b, err1 := url.Parse(base)
 	c, err2 := url.Parse(u)
 	return err1 == nil && err2 == nil && strings.EqualFold(b.Host, c.Host)
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }

@@ -86,7 +86,7 @@ func (c *Client) FetchIndex(ctx context.Context, store *source.Store, obj source
 	if err != nil {
 		return IndexResult{}, fmt.Errorf("%s: %w", obj, err)
 	}
-	digest := "sha256:" + sha256Hex(b)
+	digest := "sha256:" + source.SHA256Hex(b)
 	remember := func() {
 		c.mu.Lock()
 		c.validators[key] = validator{digest: digest, etag: resp.Header.Get("ETag"), lastModified: settledLastModified(resp.Header)}
@@ -132,7 +132,7 @@ func (c *Client) Index(store *source.Store, art source.Artifact) (*repo.IndexFil
 	if len(b) > DefaultMaxIndexSize*4 {
 		return nil, fmt.Errorf("stored index %s is more than %d bytes: %w", art.Path, DefaultMaxIndexSize*4, source.ErrTooLarge)
 	}
-	if got := "sha256:" + sha256Hex(b); got != art.Digest {
+	if got := "sha256:" + source.SHA256Hex(b); got != art.Digest {
 		return nil, fmt.Errorf("%w: %s is %s, want %s", source.ErrDigestMismatch, art.Path, got, art.Digest)
 	}
 	idx, err := ParseIndex(b)

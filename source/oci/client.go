@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -175,36 +174,35 @@ func registryHost(key string) string {
 	return h
 }
 
-// classify wraps err with the source error a caller branches on.
+// classify wraps err with the source error a caller branches on. An error
+// that already carries its kind, such as the digest mismatch Fetch finds
+// itself, names it once. source.Classify does not do this for every
+// fetcher: Git's message for a host key mismatch names its kind twice.
 func classify(ctx context.Context, repoURL string, err error) error {
-	if err == nil {
-		return nil
+	if kind := source.Kind(ctx, err, registryKind); kind != nil && errors.Is(err, kind) {
+		return fmt.Errorf("oci %s: %w", repoURL, err)
 	}
-	var kind error
+	return source.Classify(ctx, "oci "+repoURL, err, registryKind)
+}
+
+// registryKind names what oras-go reports: the registry's error response,
+// its own not-found and digest errors. A tls.RecordHeaderError and an
+// HTTPS request answered in plain HTTP are unreachable for registries too;
+// see source.Kind.
+func registryKind(err error) error {
 	var resp *errcode.ErrorResponse
-	var opErr *net.OpError
-	var dnsErr *net.DNSError
-	var certErr *tls.CertificateVerificationError
 	var recErr tls.RecordHeaderError
 	switch {
-	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("oci %s: %w", repoURL, err)
 	case errors.As(err, &resp) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden),
 		errors.Is(err, auth.ErrBasicCredentialNotFound):
-		kind = source.ErrAuth
+		return source.ErrAuth
 	case errors.Is(err, errdef.ErrNotFound), errors.As(err, &resp) && resp.StatusCode == http.StatusNotFound:
-		kind = source.ErrRefNotFound
+		return source.ErrRefNotFound
 	case errors.Is(err, content.ErrMismatchedDigest), errors.Is(err, content.ErrInvalidDescriptorSize),
 		errors.Is(err, content.ErrTrailingData), errors.Is(err, source.ErrDigestMismatch):
-		kind = source.ErrDigestMismatch
-	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &certErr), errors.As(err, &recErr),
-		errors.Is(err, context.DeadlineExceeded), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		kind = source.ErrUnreachable
-	default:
-		return fmt.Errorf("oci %s: %w", repoURL, err)
+		return source.ErrDigestMismatch
+	case errors.As(err, &recErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return source.ErrUnreachable
 	}
-	if errors.Is(err, kind) {
-		return fmt.Errorf("oci %s: %w", repoURL, err)
-	}
-	return fmt.Errorf("oci %s: %w: %w", repoURL, kind, err)
+	return nil
 }
