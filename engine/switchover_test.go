@@ -98,8 +98,8 @@ func TestTakeOverFromFluxFixtures(t *testing.T) {
 				return false, err
 			}
 			at, _, _ := unstructured.NestedString(live.Object, "status", "lastHandledReconcileAt")
-			if status, _ := readyOf(live); at != token || status != "True" {
-				pending = append(pending, fmt.Sprintf("%s %s (%s)", u.GetKind(), u.GetName(), status))
+			if status, message := readyOf(live); at != token || status != "True" {
+				pending = append(pending, fmt.Sprintf("%s %s (%s, handled %q, want %q: %s)", u.GetKind(), u.GetName(), status, at, token, message))
 			}
 		}
 		return len(pending) == 0, nil
