@@ -36,20 +36,20 @@ var dependableKinds = map[string]bool{
 }
 
 // parseDependsOn parses the value of DependsOnAnnotation.
-func parseDependsOn(value, namespace string) ([]nodeRef, error) {
-	var out []nodeRef
+func ParseDependsOn(value, namespace string) ([]Ref, error) {
+	var out []Ref
 	for _, item := range strings.Split(value, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
 		}
 		parts := strings.Split(item, "/")
-		var r nodeRef
+		var r Ref
 		switch len(parts) {
 		case 2:
-			r = nodeRef{Kind: parts[0], Namespace: namespace, Name: parts[1]}
+			r = Ref{Kind: parts[0], Namespace: namespace, Name: parts[1]}
 		case 3:
-			r = nodeRef{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+			r = Ref{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
 		default:
 			return nil, fmt.Errorf("%s: %q is not Kind/name or Kind/namespace/name", DependsOnAnnotation, item)
 		}
@@ -66,17 +66,17 @@ func parseDependsOn(value, namespace string) ([]nodeRef, error) {
 
 // dependencies returns the object's dependencies: spec.dependsOn (same
 // kind, namespace defaulting to the object's) and DependsOnAnnotation.
-func dependencies(kind string, obj client.Object, specDeps []meta.DependencyReference) ([]nodeRef, error) {
-	var out []nodeRef
+func Dependencies(kind string, obj client.Object, specDeps []meta.DependencyReference) ([]Ref, error) {
+	var out []Ref
 	for _, d := range specDeps {
 		ns := d.Namespace
 		if ns == "" {
 			ns = obj.GetNamespace()
 		}
-		out = append(out, nodeRef{Kind: kind, Namespace: ns, Name: d.Name})
+		out = append(out, Ref{Kind: kind, Namespace: ns, Name: d.Name})
 	}
 	if v, ok := obj.GetAnnotations()[DependsOnAnnotation]; ok {
-		extra, err := parseDependsOn(v, obj.GetNamespace())
+		extra, err := ParseDependsOn(v, obj.GetNamespace())
 		if err != nil {
 			return nil, fmt.Errorf("%s/%s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
 		}
@@ -93,15 +93,15 @@ func dependencies(kind string, obj client.Object, specDeps []meta.DependencyRefe
 //
 // The source, when given, joins the graph too, so that a new artifact wakes
 // the unit, but its readiness is checked by the caller.
-func (e *Engine) admit(ctx context.Context, self nodeRef, obj client.Object, deps []nodeRef, src *nodeRef, retry time.Duration) (outcome, bool) {
+func (e *Engine) admit(ctx context.Context, self Ref, obj client.Object, deps []Ref, src *Ref, retry time.Duration) (Outcome, bool) {
 	edges := deps
 	if src != nil {
-		edges = append(append([]nodeRef(nil), deps...), *src)
+		edges = append(append([]Ref(nil), deps...), *src)
 	}
 	e.graph.Set(self, edges)
 	if e.opts.Gate != nil {
 		if ok, why := e.opts.Gate(ctx, obj); !ok {
-			return waiting(PhasePendingReason, why, 0), false
+			return Waiting(PhasePendingReason, why, 0), false
 		}
 	}
 	if cyc := e.graph.Cycle(self); cyc != nil {
@@ -109,17 +109,17 @@ func (e *Engine) admit(ctx context.Context, self nodeRef, obj client.Object, dep
 		for i, r := range cyc {
 			names[i] = r.String()
 		}
-		return stalled(DependencyCycleReason, fmt.Errorf("%s is on a dependsOn cycle: %s", self, strings.Join(names, " → "))), false
+		return Stalled(DependencyCycleReason, fmt.Errorf("%s is on a dependsOn cycle: %s", self, strings.Join(names, " → "))), false
 	}
 	for _, d := range deps {
 		if ready, why := e.dependencyReadyFor(ctx, obj, d); !ready {
-			return waiting(meta.DependencyNotReadyReason, fmt.Sprintf("dependency '%s' is not ready: %s", d, why), retry), false
+			return Waiting(meta.DependencyNotReadyReason, fmt.Sprintf("dependency '%s' is not ready: %s", d, why), retry), false
 		}
 	}
-	return outcome{}, true
+	return Outcome{}, true
 }
 
-func (e *Engine) dependencyReady(ctx context.Context, d nodeRef) (bool, string) {
+func (e *Engine) dependencyReady(ctx context.Context, d Ref) (bool, string) {
 	newObj, ok := e.newObject[d.Kind]
 	if !ok {
 		return false, "kind not reconciled by this engine"

@@ -65,15 +65,15 @@ type Engine struct {
 	mgr      manager.Manager
 	store    *source.Store
 	server   *source.Server
-	metrics  *reconcileMetrics
+	metrics  *Metrics
 	registry *prometheus.Registry
 	// events is the event broadcaster of the engine's own manager (New),
 	// which Start shuts down; nil on an embedder's manager.
 	events record.EventBroadcaster
-	graph  *depGraph
+	graph  *Graph
 	// configs indexes the ConfigMaps and Secrets each HelmRelease and
 	// Kustomization reads (watchconfigs.go).
-	configs  *depGraph
+	configs  *Graph
 	recorder recorder.EventRecorder
 	// start is when this engine was built: the incarnation recorded on
 	// the Helm releases it writes and on its replica Lease.
@@ -145,7 +145,7 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = ctrllog.Log
 	}
-	opts.Logger = capVerbosity(opts.Logger)
+	opts.Logger = CapVerbosity(opts.Logger)
 	mopts := ctrl.Options{
 		Scheme:                 NewScheme(),
 		Logger:                 opts.Logger,
@@ -168,7 +168,7 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		Cache: cache.Options{DefaultTransform: cacheTransform(&interner{})},
 		// core/v1 Events, as Flux records them, written in parallel
 		// (events.go).
-		EventBroadcaster: newEventBroadcaster(), //nolint:staticcheck
+		EventBroadcaster: NewEventBroadcaster(), //nolint:staticcheck
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
@@ -225,11 +225,11 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e := &Engine{
 		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
-		metrics: metricsFor(registry), registry: registry, graph: newDepGraph(), configs: newDepGraph(),
+		metrics: NewMetrics(registry), registry: registry, graph: NewGraph(), configs: NewGraph(),
 		helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
 		extracts:  newExtractCache(store, opts.privateExtraction),
 		// core/v1 Events, as Flux records them (coreEvents).
-		recorder: coreEvents{mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
+		recorder: CoreEvents{mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
 	eng.Store(e)
@@ -459,7 +459,7 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 		}
 		w.Write([]byte(msg))
 	})
-	mux.Handle("/metrics", metricsHandler(apiHostOnly{g: e.registry, host: apiHost(e.cfg.Host)}, e.metrics))
+	mux.Handle("/metrics", MetricsHandler(APIHostOnly{Gatherer: e.registry, Host: apiHost(e.cfg.Host)}, e.metrics))
 	if e.opts.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

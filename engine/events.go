@@ -27,16 +27,16 @@ import (
 // kustomize-controller/api, helm-controller/api, source-watcher/api), so
 // that Alerts and providers receive the same action. Sources report every
 // outcome as Reconcile, as source-controller does.
-func eventAction(kind string, out outcome) string {
-	if out.action != "" {
-		return out.action
+func EventAction(kind string, out Outcome) string {
+	if out.Action != "" {
+		return out.Action
 	}
 	switch kind {
 	case kustomizev1.KustomizationKind, helmv2.HelmReleaseKind, swv1beta1.ArtifactGeneratorKind:
 	default:
 		return string(sourcev1.ActionReconcile)
 	}
-	switch out.reason {
+	switch out.Reason {
 	case meta.DependencyNotReadyReason, DependencyCycleReason:
 		if kind != swv1beta1.ArtifactGeneratorKind {
 			return string(kustomizev1.ActionCheckDependencies)
@@ -94,13 +94,13 @@ func helmStepAction(steps []helm.Result) string {
 // core/v1 correlator keeps caches of at most 4,096 entries. The related
 // object and the action have no core/v1 field and are left out, as Flux
 // leaves them.
-type coreEvents struct{ rec record.EventRecorder }
+type CoreEvents struct{ rec record.EventRecorder }
 
-func (c coreEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+func (c CoreEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
 	c.rec.Eventf(regarding, eventtype, reason, note, args...)
 }
 
-func (c coreEvents) AnnotatedEventf(regarding, _ runtime.Object, annotations map[string]string, eventtype, reason, _, note string, args ...any) {
+func (c CoreEvents) AnnotatedEventf(regarding, _ runtime.Object, annotations map[string]string, eventtype, reason, _, note string, args ...any) {
 	c.rec.AnnotatedEventf(regarding, annotations, eventtype, reason, note, args...)
 }
 
@@ -119,7 +119,7 @@ type eventBroadcaster struct {
 	shutdown func()
 }
 
-func newEventBroadcaster() *eventBroadcaster {
+func NewEventBroadcaster() *eventBroadcaster {
 	done := make(chan struct{})
 	return &eventBroadcaster{EventBroadcaster: record.NewBroadcaster(), done: done,
 		shutdown: sync.OnceFunc(func() { close(done) })}

@@ -44,12 +44,12 @@ func nsStalled(format string, args ...any) *namespaceError {
 	return &namespaceError{reason: swv1beta1.ValidationFailedReason, stalled: true, err: fmt.Errorf(format, args...)}
 }
 
-func (e *namespaceError) outcome(self nodeRef) outcome {
+func (e *namespaceError) outcome(self Ref) Outcome {
 	err := fmt.Errorf("%s: spec.managedNamespaces: %w", self, e.err)
 	if e.stalled {
-		return stalled(e.reason, err)
+		return Stalled(e.reason, err)
 	}
-	return failed(e.reason, err).at(string(swv1beta1.ActionPublish))
+	return Failed(e.reason, err).At(string(swv1beta1.ActionPublish))
 }
 
 // namespaceAccount is the ServiceAccount that authorizes a generator's

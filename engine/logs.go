@@ -23,7 +23,7 @@ func (e *Engine) log() logr.Logger { return e.mgr.GetLogger() }
 // controller, controllerKind, name, namespace and reconcileID. A
 // controller's reconcile carries them in ctx already; Helm work on a shard
 // worker gets them here.
-func (e *Engine) reconcileLog(ctx context.Context, kind string, obj object) logr.Logger {
+func (e *Engine) reconcileLog(ctx context.Context, kind string, obj Object) logr.Logger {
 	if l, err := logr.FromContext(ctx); err == nil {
 		return l
 	}
@@ -34,28 +34,28 @@ func (e *Engine) reconcileLog(ctx context.Context, kind string, obj object) logr
 // logOutcome writes one line per reconcile outcome: info when the object
 // became ready or changed, error with the cause on failure, and nothing at
 // info for a reconcile that changed nothing.
-func (e *Engine) logOutcome(ctx context.Context, kind string, obj, orig object, start time.Time, out outcome) {
-	l := e.reconcileLog(ctx, kind, obj).WithValues("revision", revisionOf(obj), "duration", time.Since(start).Round(time.Millisecond).String())
+func (e *Engine) logOutcome(ctx context.Context, kind string, obj, orig Object, start time.Time, out Outcome) {
+	l := e.reconcileLog(ctx, kind, obj).WithValues("revision", RevisionOf(obj), "duration", time.Since(start).Round(time.Millisecond).String())
 	before, after := conditions.Get(orig, meta.ReadyCondition), conditions.Get(obj, meta.ReadyCondition)
 	changed := before == nil || after == nil || before.Status != after.Status || before.Reason != after.Reason ||
-		before.Message != after.Message || revisionOf(orig) != revisionOf(obj)
+		before.Message != after.Message || RevisionOf(orig) != RevisionOf(obj)
 	switch {
-	case out.ready && changed:
-		l.Info(out.message, "reason", out.reason)
-	case out.ready:
-		l.V(1).Info(out.message, "reason", out.reason)
-	case out.waiting && changed:
-		l.Info(out.message, "reason", out.reason)
-	case out.waiting:
-		l.V(1).Info(out.message, "reason", out.reason)
+	case out.Ready && changed:
+		l.Info(out.Message, "reason", out.Reason)
+	case out.Ready:
+		l.V(1).Info(out.Message, "reason", out.Reason)
+	case out.Waiting && changed:
+		l.Info(out.Message, "reason", out.Reason)
+	case out.Waiting:
+		l.V(1).Info(out.Message, "reason", out.Reason)
 	default:
-		l.Error(errors.New(out.message), "Reconciliation failed", "reason", out.reason, "stalled", out.stalled)
+		l.Error(errors.New(out.Message), "Reconciliation failed", "reason", out.Reason, "stalled", out.Stalled)
 	}
 }
 
 // revisionOf returns the revision an object last acted on: a source's
 // artifact, a Kustomization's or HelmRelease's last attempted revision.
-func revisionOf(obj object) string {
+func RevisionOf(obj Object) string {
 	switch o := obj.(type) {
 	case *kustomizev1.Kustomization:
 		return o.Status.LastAttemptedRevision
@@ -71,7 +71,7 @@ func revisionOf(obj object) string {
 
 // logHelmSteps logs the end of each Helm action a reconcile ran, with the
 // release and the revision it left.
-func (e *Engine) logHelmSteps(self nodeRef, rel helm.Release, res helm.Outcome, err error) {
+func (e *Engine) logHelmSteps(self Ref, rel helm.Release, res helm.Outcome, err error) {
 	l := e.log().WithValues("controller", "helmrelease", "controllerKind", helmv2.HelmReleaseKind,
 		"name", self.Name, "namespace", self.Namespace, "release", rel.Namespace+"/"+rel.Name)
 	for _, s := range res.Steps {

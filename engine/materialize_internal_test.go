@@ -71,7 +71,7 @@ func TestMaterializerRemembersFailuresBriefly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	self := nodeRef{Kind: "HelmRelease", Namespace: "ns", Name: "app"}
+	self := Ref{Kind: "HelmRelease", Namespace: "ns", Name: "app"}
 	if m.giveUp(f, self) {
 		t.Fatal("a flight in the air reported finished")
 	}

@@ -22,7 +22,7 @@ import (
 // shows: the same series, labels, help, buckets and values.
 func TestReconcileMetricsMatchFlux(t *testing.T) {
 	ours, theirs := prometheus.NewRegistry(), prometheus.NewRegistry()
-	m := metricsFor(ours)
+	m := NewMetrics(ours)
 	rec := fluxmetrics.NewRecorder()
 	theirs.MustRegister(rec.Collectors()[0], rec.Collectors()[2]) // the condition gauge and the duration histogram
 
@@ -39,7 +39,7 @@ func TestReconcileMetricsMatchFlux(t *testing.T) {
 		{"GitRepository", "flux-system", "apps", 300 * time.Millisecond, ""},
 	} {
 		start := time.Now().Add(-r.ago)
-		m.record(r.kind, r.ns, r.name, start, r.ready)
+		m.Record(r.kind, r.ns, r.name, start, r.ready)
 		ref := corev1.ObjectReference{Kind: r.kind, Namespace: r.ns, Name: r.name}
 		rec.RecordDuration(ref, start)
 		if r.ready != "" {
@@ -75,7 +75,7 @@ func TestReconcileMetricsMatchFlux(t *testing.T) {
 		t.Fatalf("%d series, want 9 (3 conditions and a histogram for two objects, a histogram for the third)", n)
 	}
 
-	m.forget("HelmRelease", "tenant-a", "web")
+	m.Forget("HelmRelease", "tenant-a", "web")
 	if n := testutil.CollectAndCount(m, "gotk_reconcile_condition"); n != 3 {
 		t.Fatalf("%d condition series after the HelmRelease went, want the Kustomization's 3", n)
 	}
@@ -88,11 +88,11 @@ func TestReconcileMetricsMatchFlux(t *testing.T) {
 // registry share one collector.
 func TestReconcileMetricsOnePerRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a, b := metricsFor(reg), metricsFor(reg)
+	a, b := NewMetrics(reg), NewMetrics(reg)
 	if a != b {
 		t.Fatal("two engines on one registry got two collectors; the second would export nothing")
 	}
-	if c := metricsFor(prometheus.NewRegistry()); c == a {
+	if c := NewMetrics(prometheus.NewRegistry()); c == a {
 		t.Fatal("two registries share a collector")
 	}
 }
@@ -103,7 +103,7 @@ func TestReconcileMetricsOnePerRegistry(t *testing.T) {
 // other series are there too.
 func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metricsFor(reg)
+	m := NewMetrics(reg)
 	other := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zz_other_total", Help: "Another series."}, []string{"x"})
 	other.WithLabelValues("a").Add(3)
 	reg.MustRegister(other)
@@ -120,7 +120,7 @@ func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
 		{"Kustomization", "flux-system", `odd"name\\with` + "\n", 90 * time.Second, metav1.ConditionTrue},
 		{"GitRepository", "flux-system", "apps", 300 * time.Millisecond, ""},
 	} {
-		m.record(r.kind, r.ns, r.name, start.Add(-r.ago), r.ready)
+		m.Record(r.kind, r.ns, r.name, start.Add(-r.ago), r.ready)
 	}
 	scrape := func(h interface {
 		ServeHTTP(w http.ResponseWriter, r *http.Request)
@@ -146,7 +146,7 @@ func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
 		}
 		return out
 	}
-	ours := scrape(metricsHandler(reg, m))
+	ours := scrape(MetricsHandler(reg, m))
 	theirs := scrape(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true}))
 	for _, name := range []string{"gotk_reconcile_condition", "gotk_reconcile_duration_seconds", "zz_other_total"} {
 		if ours[name] == "" {

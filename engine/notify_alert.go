@@ -61,10 +61,10 @@ func (e *Engine) reconcileProvider(ctx context.Context, req ctrl.Request) (ctrl.
 func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) (notify.Provider, string, error) {
 	cfg := notify.Provider{Type: p.Spec.Type, Address: p.Spec.Address, Channel: p.Spec.Channel, Username: p.Spec.Username,
 		Timeout: p.GetTimeout(), UID: string(p.UID), Suspend: p.Spec.Suspend}
-	if err := unsupported(notifyv1beta3.ProviderKind,
-		fieldCheck{"spec.type " + p.Spec.Type, !slices.Contains(notify.ProviderTypes, p.Spec.Type)},
-		fieldCheck{"spec.serviceAccountName", p.Spec.ServiceAccountName != ""},
-		fieldCheck{"spec.commitStatusExpr", p.Spec.CommitStatusExpr != ""},
+	if err := Unsupported(notifyv1beta3.ProviderKind,
+		FieldCheck{"spec.type " + p.Spec.Type, !slices.Contains(notify.ProviderTypes, p.Spec.Type)},
+		FieldCheck{"spec.serviceAccountName", p.Spec.ServiceAccountName != ""},
+		FieldCheck{"spec.commitStatusExpr", p.Spec.CommitStatusExpr != ""},
 	); err != nil {
 		return cfg, UnsupportedFieldReason, err
 	}
@@ -102,7 +102,7 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		if err != nil {
 			return invalid(err)
 		}
-		if proxy, err = proxyURL(s); err != nil {
+		if proxy, err = ProxyURL(s); err != nil {
 			return invalid(err)
 		}
 		proxyField = fmt.Sprintf("Secret %s/%s (spec.proxySecretRef)", p.Namespace, ref.Name)
@@ -128,7 +128,7 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		if len(s.Data["ca.crt"]) == 0 && len(s.Data["tls.crt"]) == 0 {
 			return invalid(fmt.Errorf("Secret %s/%s (spec.certSecretRef) has no key 'ca.crt'", p.Namespace, ref.Name))
 		}
-		if cfg.TLS, err = tlsFromSecret(s); err != nil {
+		if cfg.TLS, err = TLSFromSecret(s); err != nil {
 			return invalid(err)
 		}
 	}

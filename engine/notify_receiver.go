@@ -39,12 +39,12 @@ func (e *Engine) reconcileReceiver(ctx context.Context, req ctrl.Request) (ctrl.
 	start := time.Now()
 	orig := obj.DeepCopy()
 	out := e.receiverOutcome(ctx, obj)
-	if !out.ready {
+	if !out.Ready {
 		e.unserveReceiver(req.NamespacedName)
 	}
 	obj.Status.ObservedGeneration = obj.Generation
-	obj.Status.LastHandledReconcileAt = handledRequest(obj)
-	return e.finish(ctx, notifyv1.ReceiverKind, obj, orig, start, out, timing{interval: obj.GetInterval(), retry: time.Minute})
+	obj.Status.LastHandledReconcileAt = HandledRequest(obj)
+	return e.finish(ctx, notifyv1.ReceiverKind, obj, orig, start, out, Timing{Interval: obj.GetInterval(), Retry: time.Minute})
 }
 
 func (e *Engine) unserveReceiver(ref types.NamespacedName) {
@@ -53,46 +53,46 @@ func (e *Engine) unserveReceiver(ref types.NamespacedName) {
 	}
 }
 
-func (e *Engine) receiverOutcome(ctx context.Context, obj *notifyv1.Receiver) outcome {
+func (e *Engine) receiverOutcome(ctx context.Context, obj *notifyv1.Receiver) Outcome {
 	filtered := false
 	for _, r := range obj.Spec.Resources {
 		filtered = filtered || r.Filter != ""
 	}
-	if err := unsupported(notifyv1.ReceiverKind,
-		fieldCheck{"spec.type " + obj.Spec.Type, !slices.Contains(notify.ReceiverTypes, obj.Spec.Type)},
-		fieldCheck{"spec.resourceFilter", obj.Spec.ResourceFilter != ""},
-		fieldCheck{"spec.resources[].filter", filtered},
-		fieldCheck{"spec.oidcProviders", len(obj.Spec.OIDCProviders) > 0},
+	if err := Unsupported(notifyv1.ReceiverKind,
+		FieldCheck{"spec.type " + obj.Spec.Type, !slices.Contains(notify.ReceiverTypes, obj.Spec.Type)},
+		FieldCheck{"spec.resourceFilter", obj.Spec.ResourceFilter != ""},
+		FieldCheck{"spec.resources[].filter", filtered},
+		FieldCheck{"spec.oidcProviders", len(obj.Spec.OIDCProviders) > 0},
 	); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return Stalled(UnsupportedFieldReason, err)
 	}
 	if e.opts.Restricted {
 		for _, r := range obj.Spec.Resources {
 			if r.Namespace != "" && r.Namespace != obj.Namespace {
-				return stalled(notifyv1.ValidationFailedReason, fmt.Errorf("Receiver/%s/%s: resource %s/%s/%s: cross-namespace references are disabled",
+				return Stalled(notifyv1.ValidationFailedReason, fmt.Errorf("Receiver/%s/%s: resource %s/%s/%s: cross-namespace references are disabled",
 					obj.Namespace, obj.Name, r.Kind, r.Namespace, r.Name))
 			}
 		}
 	}
 	if obj.Spec.SecretRef == nil {
-		return stalled(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: spec.secretRef is required", obj.Namespace, obj.Name))
+		return Stalled(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: spec.secretRef is required", obj.Namespace, obj.Name))
 	}
 	s, err := e.secret(ctx, "Receiver/"+obj.Namespace+"/"+obj.Name+" spec.secretRef", obj.Namespace, obj.Spec.SecretRef.Name)
 	if err != nil {
-		return failed(notifyv1.TokenNotFoundReason, err)
+		return Failed(notifyv1.TokenNotFoundReason, err)
 	}
 	token := string(s.Data["token"])
 	if token == "" {
-		return failed(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: Secret %s/%s has no key 'token'",
+		return Failed(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: Secret %s/%s has no key 'token'",
 			obj.Namespace, obj.Name, s.Namespace, s.Name))
 	}
 	path := notify.WebhookPath(token, obj.Name, obj.Namespace)
 	obj.Status.WebhookPath = path
 	if e.notify.webhooks == nil {
-		return succeeded("Receiver initialized for path: %s (the webhook server is off: set --webhook-addr)", path)
+		return Succeeded("Receiver initialized for path: %s (the webhook server is off: set --webhook-addr)", path)
 	}
 	e.notify.webhooks.SetReceiver(client.ObjectKeyFromObject(obj), path, notify.Receiver{Type: obj.Spec.Type, Token: token, Events: obj.Spec.Events})
-	return succeeded("Receiver initialized for path: %s", path)
+	return Succeeded("Receiver initialized for path: %s", path)
 }
 
 // triggerReceiver requests a reconcile of every resource of a Receiver, by

@@ -105,7 +105,7 @@ func (r *replicas) leaderEvent(what string) {
 // wakeTenant reconciles every HelmRelease of tenant.
 func (e *Engine) wakeTenant(tenant string) {
 	e.helm.mu.Lock()
-	refs := make([]nodeRef, 0, len(e.helm.releases[tenant]))
+	refs := make([]Ref, 0, len(e.helm.releases[tenant]))
 	for ref := range e.helm.releases[tenant] {
 		refs = append(refs, ref)
 	}
@@ -117,7 +117,7 @@ func (e *Engine) wakeTenant(tenant string) {
 
 // wakeShard reconciles every HelmRelease whose tenant is on shard i.
 func (e *Engine) wakeShard(i int) {
-	var refs []nodeRef
+	var refs []Ref
 	e.helm.mu.Lock()
 	for tenant, set := range e.helm.releases {
 		if s, ok := e.pool.Lookup(tenant); ok && s == i {

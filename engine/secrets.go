@@ -22,7 +22,7 @@ func (e *Engine) secret(ctx context.Context, referrer, namespace, name string) (
 
 // proxyURL builds a proxy URL from a Flux proxy Secret (address, username,
 // password).
-func proxyURL(s *corev1.Secret) (string, error) {
+func ProxyURL(s *corev1.Secret) (string, error) {
 	addr := string(s.Data["address"])
 	if addr == "" {
 		return "", fmt.Errorf("proxy Secret %s/%s has no 'address'", s.Namespace, s.Name)
@@ -39,7 +39,7 @@ func proxyURL(s *corev1.Secret) (string, error) {
 
 // tlsFromSecret builds a TLS config from a Flux cert Secret (ca.crt,
 // tls.crt, tls.key).
-func tlsFromSecret(s *corev1.Secret) (*tls.Config, error) {
+func TLSFromSecret(s *corev1.Secret) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca := s.Data["ca.crt"]; len(ca) > 0 {
 		pool, err := x509.SystemCertPool()

@@ -20,7 +20,7 @@ type bucketReconciler struct{ e *Engine }
 func (r *bucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.Bucket{}
 	return r.e.reconcileSource(ctx, req, sourcev1.BucketKind, obj,
-		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func(sobj source.Object) Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
@@ -31,21 +31,21 @@ func (r *bucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // honour.
 func bucketUnsupported(obj *sourcev1.Bucket) error {
 	provider := obj.Spec.Provider
-	return unsupported(sourcev1.BucketKind,
-		fieldCheck{fmt.Sprintf("spec.provider (%s)", provider), provider != "" && provider != sourcev1.BucketProviderGeneric},
-		fieldCheck{"spec.sts", obj.Spec.STS != nil},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	return Unsupported(sourcev1.BucketKind,
+		FieldCheck{fmt.Sprintf("spec.provider (%s)", provider), provider != "" && provider != sourcev1.BucketProviderGeneric},
+		FieldCheck{"spec.sts", obj.Spec.STS != nil},
+		FieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
 	)
 }
 
-func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, sobj source.Object) outcome {
+func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, sobj source.Object) Outcome {
 	e := r.e
 	if err := bucketUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, fmt.Errorf("%s/%s/%s: %w", sourcev1.BucketKind, obj.Namespace, obj.Name, err))
+		return Stalled(UnsupportedFieldReason, fmt.Errorf("%s/%s/%s: %w", sourcev1.BucketKind, obj.Namespace, obj.Name, err))
 	}
 	opts, err := r.options(ctx, obj)
 	if err != nil {
-		return failed(sourcev1.AuthenticationFailedReason, err)
+		return Failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
 		if equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) {
@@ -55,18 +55,18 @@ func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, 
 	}
 	res, err := bucket.Fetch(ctx, e.store, sobj, obj.Spec.BucketName, opts)
 	if err != nil {
-		return failed(sourcev1.BucketOperationFailedReason, err)
+		return Failed(sourcev1.BucketOperationFailedReason, err)
 	}
 	if res.Unchanged {
-		return succeeded("stored artifact: revision '%s'", obj.Status.Artifact.Revision)
+		return Succeeded("stored artifact: revision '%s'", obj.Status.Artifact.Revision)
 	}
 	obj.Status.Artifact = toMetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+		return Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
-	return succeeded("stored artifact: revision '%s'", res.Artifact.Revision)
+	return Succeeded("stored artifact: revision '%s'", res.Artifact.Revision)
 }
 
 // options maps the Bucket's spec and Secrets to the fetch options, with
@@ -78,7 +78,7 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 	opts := bucket.Options{
 		Server: bucket.Server{Endpoint: obj.Spec.Endpoint, Insecure: obj.Spec.Insecure, Region: obj.Spec.Region,
 			Dial: r.e.sourceDial()},
-		Prefix: obj.Spec.Prefix, Timeout: durationOr(obj.Spec.Timeout, 60*time.Second),
+		Prefix: obj.Spec.Prefix, Timeout: DurationOr(obj.Spec.Timeout, 60*time.Second),
 		Ignore: bucketIgnore(obj.Spec.Ignore),
 	}
 	// minio retries a refused dial ten times: refuse the endpoint first.
@@ -102,7 +102,7 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 		if err != nil {
 			return opts, err
 		}
-		if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+		if opts.TLSConfig, err = TLSFromSecret(s); err != nil {
 			return opts, fmt.Errorf("%s: %w", ref, err)
 		}
 	}
@@ -111,7 +111,7 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 		if err != nil {
 			return opts, err
 		}
-		if opts.ProxyURL, err = proxyURL(s); err != nil {
+		if opts.ProxyURL, err = ProxyURL(s); err != nil {
 			return opts, fmt.Errorf("%s: %w", ref, err)
 		}
 	}

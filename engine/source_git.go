@@ -19,21 +19,21 @@ type gitRepositoryReconciler struct{ e *Engine }
 func (r *gitRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.GitRepository{}
 	return r.e.reconcileSource(ctx, req, sourcev1.GitRepositoryKind, obj,
-		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func(sobj source.Object) Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
 		})
 }
 
-func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.GitRepository, sobj source.Object) outcome {
+func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.GitRepository, sobj source.Object) Outcome {
 	e := r.e
 	if err := gitRepositoryUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return Stalled(UnsupportedFieldReason, err)
 	}
 	opts, err := r.options(ctx, obj)
 	if err != nil {
-		return failed(sourcev1.AuthenticationFailedReason, err)
+		return Failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	gv, err := r.gitVerificationFor(ctx, obj)
 	if out, refused := verificationRefused(obj, err); refused {
@@ -42,7 +42,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	if gv != nil {
 		opts.Verify = gv.verify
 	}
-	self := nodeRef{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
 	inc, out, ok := e.resolveIncludes(ctx, obj, self)
 	if !ok {
 		return out
@@ -61,25 +61,25 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 		return out
 	}
 	if err != nil {
-		return failed(sourcev1.GitOperationFailedReason, err)
+		return Failed(sourcev1.GitOperationFailedReason, err)
 	}
 	gv.record(obj)
 	if res.Unchanged {
-		return succeeded("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
+		return Succeeded("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
 	}
 	obj.Status.Artifact = toMetaArtifact(res.Artifact)
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
 	obj.Status.IncludedArtifacts = inc.artifacts
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+		return Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
-	return succeeded("stored artifact for revision '%s'", res.Artifact.Revision)
+	return Succeeded("stored artifact for revision '%s'", res.Artifact.Revision)
 }
 
 func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.GitRepository) (git.Options, error) {
 	ref := fmt.Sprintf("GitRepository/%s/%s", obj.Namespace, obj.Name)
-	opts := git.Options{Timeout: durationOr(obj.Spec.Timeout, 60*time.Second), Dial: r.e.sourceDial()}
+	opts := git.Options{Timeout: DurationOr(obj.Spec.Timeout, 60*time.Second), Dial: r.e.sourceDial()}
 	if rf := obj.Spec.Reference; rf != nil {
 		opts.Ref = git.Ref{Branch: rf.Branch, Tag: rf.Tag, SemVer: rf.SemVer, Name: rf.Name, Commit: rf.Commit}
 	}
@@ -108,7 +108,7 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 		if err != nil {
 			return opts, err
 		}
-		if opts.ProxyURL, err = proxyURL(s); err != nil {
+		if opts.ProxyURL, err = ProxyURL(s); err != nil {
 			return opts, err
 		}
 	}
@@ -117,10 +117,10 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 
 // gitRepositoryUnsupported names the spec fields of obj that are set and not honoured.
 func gitRepositoryUnsupported(obj *sourcev1.GitRepository) error {
-	return unsupported(sourcev1.GitRepositoryKind,
-		fieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
-		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	return Unsupported(sourcev1.GitRepositoryKind,
+		FieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
+		FieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
+		FieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
 	)
 }
 

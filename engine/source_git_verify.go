@@ -182,14 +182,14 @@ func (gv *gitVerification) record(obj *sourcev1.GitRepository) {
 
 // verificationRefused marks SourceVerified=False when err is a failed
 // verification and returns the outcome Ready takes, with the same reason.
-func verificationRefused(obj conditions.Setter, err error) (outcome, bool) {
+func verificationRefused(obj conditions.Setter, err error) (Outcome, bool) {
 	var f *verificationFailure
 	if !errors.As(err, &f) {
-		return outcome{}, false
+		return Outcome{}, false
 	}
 	conditions.MarkFalse(obj, sourcev1.SourceVerifiedCondition, f.reason, "%s", f.err)
 	if f.stall {
-		return stalled(f.reason, err), true
+		return Stalled(f.reason, err), true
 	}
-	return failed(f.reason, err), true
+	return Failed(f.reason, err), true
 }

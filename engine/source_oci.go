@@ -20,24 +20,24 @@ type ociRepositoryReconciler struct{ e *Engine }
 func (r *ociRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.OCIRepository{}
 	return r.e.reconcileSource(ctx, req, sourcev1.OCIRepositoryKind, obj,
-		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func(sobj source.Object) Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
 		})
 }
 
-func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.OCIRepository, sobj source.Object) outcome {
+func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.OCIRepository, sobj source.Object) Outcome {
 	e := r.e
 	if err := ociRepositoryUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return Stalled(UnsupportedFieldReason, err)
 	}
 	if !strings.HasPrefix(obj.Spec.URL, "oci://") {
-		return stalled(sourcev1.URLInvalidReason, fmt.Errorf("OCIRepository/%s/%s: URL %q must start with oci://", obj.Namespace, obj.Name, obj.Spec.URL))
+		return Stalled(sourcev1.URLInvalidReason, fmt.Errorf("OCIRepository/%s/%s: URL %q must start with oci://", obj.Namespace, obj.Name, obj.Spec.URL))
 	}
 	opts, err := r.options(ctx, obj)
 	if err != nil {
-		return failed(sourcev1.AuthenticationFailedReason, err)
+		return Failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	ov, err := e.ociVerificationFor(ctx, fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name), obj.Namespace, obj.Spec.Verify)
 	if out, refused := verificationRefused(obj, err); refused {
@@ -61,28 +61,28 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 		return out
 	}
 	if err != nil {
-		return failed(sourcev1.OCIPullFailedReason, err)
+		return Failed(sourcev1.OCIPullFailedReason, err)
 	}
 	if ov != nil && ov.verified {
 		ov.record(obj, res.Revision.String, &obj.Status.SourceVerificationFingerprint)
 	}
 	if res.Unchanged {
-		return succeeded("stored artifact for digest '%s'", obj.Status.Artifact.Revision)
+		return Succeeded("stored artifact for digest '%s'", obj.Status.Artifact.Revision)
 	}
 	obj.Status.Artifact = toMetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedLayerSelector = obj.Spec.LayerSelector
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+		return Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
-	return succeeded("stored artifact for digest '%s'", res.Artifact.Revision)
+	return Succeeded("stored artifact for digest '%s'", res.Artifact.Revision)
 }
 
 func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCIRepository) (oci.Options, error) {
 	ref := fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name)
 	opts := oci.Options{Registry: oci.Registry{PlainHTTP: obj.Spec.Insecure, Dial: r.e.sourceDial()},
-		Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}
+		Timeout: DurationOr(obj.Spec.Timeout, 60*time.Second)}
 	if rf := obj.Spec.Reference; rf != nil {
 		opts.Ref = oci.Ref{Tag: rf.Tag, SemVer: rf.SemVer, SemVerFilter: rf.SemverFilter, Digest: rf.Digest}
 	}
@@ -107,7 +107,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 		if err != nil {
 			return opts, err
 		}
-		if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+		if opts.TLSConfig, err = TLSFromSecret(s); err != nil {
 			return opts, fmt.Errorf("%s: %w", ref, err)
 		}
 	}
@@ -116,7 +116,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 		if err != nil {
 			return opts, err
 		}
-		if opts.ProxyURL, err = proxyURL(s); err != nil {
+		if opts.ProxyURL, err = ProxyURL(s); err != nil {
 			return opts, err
 		}
 	}
@@ -125,10 +125,10 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 
 // ociRepositoryUnsupported names the spec fields of obj that are set and not honoured.
 func ociRepositoryUnsupported(obj *sourcev1.OCIRepository) error {
-	return unsupported(sourcev1.OCIRepositoryKind,
-		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
-		fieldCheck{"spec.verify.trustedRootSecretRef", obj.Spec.Verify != nil && obj.Spec.Verify.TrustedRootSecretRef != nil},
-		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	return Unsupported(sourcev1.OCIRepositoryKind,
+		FieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
+		FieldCheck{"spec.verify.trustedRootSecretRef", obj.Spec.Verify != nil && obj.Spec.Verify.TrustedRootSecretRef != nil},
+		FieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
+		FieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
 	)
 }

@@ -23,10 +23,10 @@ func TestAPIUnavailable(t *testing.T) {
 	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:1/api/v1/secrets", Err: &net.OpError{
 		Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	seen := &helm.Error{Release: "t/app", Action: helm.ActionRecover, Err: fmt.Errorf("query: failed to query with labels: %w", refused)}
-	if !apiUnavailable(fmt.Errorf("HelmRelease/t/app: %w", seen)) {
+	if !APIUnavailable(fmt.Errorf("HelmRelease/t/app: %w", seen)) {
 		t.Fatalf("%v: not taken for the API server not answering", seen)
 	}
-	if !apiUnavailable(apierrors.NewServiceUnavailable("etcd")) {
+	if !APIUnavailable(apierrors.NewServiceUnavailable("etcd")) {
 		t.Fatal("503 not taken for the API server not answering")
 	}
 	for _, err := range []error{
@@ -34,7 +34,7 @@ func TestAPIUnavailable(t *testing.T) {
 		apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "x", errors.New("no")),
 		errors.New("chart render failed"),
 	} {
-		if apiUnavailable(err) {
+		if APIUnavailable(err) {
 			t.Fatalf("%v taken for the API server not answering", err)
 		}
 	}

@@ -22,11 +22,11 @@ func (e *unsupportedError) Error() string {
 
 // unsupported returns an error when any check is true; each check is a
 // field path and whether the object sets it.
-func unsupported(kind string, checks ...fieldCheck) error {
+func Unsupported(kind string, checks ...FieldCheck) error {
 	var set []string
 	for _, c := range checks {
-		if c.set {
-			set = append(set, c.path)
+		if c.Set {
+			set = append(set, c.Path)
 		}
 	}
 	if len(set) == 0 {
@@ -35,7 +35,7 @@ func unsupported(kind string, checks ...fieldCheck) error {
 	return &unsupportedError{kind: kind, fields: set}
 }
 
-type fieldCheck struct {
-	path string
-	set  bool
+type FieldCheck struct {
+	Path string
+	Set  bool
 }

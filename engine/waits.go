@@ -15,7 +15,7 @@ import (
 // object at one source revision. A new generation or revision makes an
 // older wait moot.
 type waitKey struct {
-	ref        nodeRef
+	ref        Ref
 	generation int64
 	revision   string
 }
@@ -24,7 +24,7 @@ type waitEntry struct {
 	key    waitKey
 	handle *health.Handle
 	done   bool
-	out    outcome
+	out    Outcome
 }
 
 // waits tracks the health waits in flight. A wait runs on watches, not on
@@ -38,7 +38,7 @@ type waits struct {
 	err    error
 
 	mu sync.Mutex
-	m  map[nodeRef]*waitEntry
+	m  map[Ref]*waitEntry
 }
 
 // healthWaiter returns the engine's Waiter.
@@ -53,28 +53,28 @@ func (e *Engine) healthWaiter() (*health.Waiter, error) {
 // wait for this key (none started, or one for an older key, which is
 // cancelled): the caller applies and may start one. A finished wait is
 // reported once and forgotten, so the next interval checks afresh.
-func (w *waits) outcome(key waitKey) (out outcome, pending bool) {
+func (w *waits) outcome(key waitKey) (out Outcome, pending bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[key.ref]
 	if !ok {
-		return outcome{}, false
+		return Outcome{}, false
 	}
 	if e.key != key {
 		e.handle.Cancel()
 		delete(w.m, key.ref)
-		return outcome{}, false
+		return Outcome{}, false
 	}
 	if !e.done {
 		rep := e.handle.Report()
-		return waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d of %d objects: %s",
+		return Waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d of %d objects: %s",
 			key.revision, len(rep.NotReady()), len(rep.Objects), summary(rep)), 0), true
 	}
 	delete(w.m, key.ref)
 	return e.out, true
 }
 
-func (w *waits) forget(ref nodeRef) {
+func (w *waits) forget(ref Ref) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.m[ref]; ok {
@@ -119,7 +119,7 @@ func (e *Engine) startWait(target *clusterClients, key waitKey, exprs []kustomiz
 		old.handle.Cancel()
 	}
 	if e.waits.m == nil {
-		e.waits.m = map[nodeRef]*waitEntry{}
+		e.waits.m = map[Ref]*waitEntry{}
 	}
 	e.waits.m[key.ref] = entry
 	entry.handle = waiter.Start(*e.runCtx.Load(), refs, health.WaitOptions{
@@ -129,12 +129,12 @@ func (e *Engine) startWait(target *clusterClients, key waitKey, exprs []kustomiz
 			e.waits.mu.Lock()
 			entry.done = true
 			if err == nil && rep.Ready() {
-				entry.out = succeeded("Applied revision: %s", key.revision)
+				entry.out = Succeeded("Applied revision: %s", key.revision)
 			} else {
 				if err == nil {
 					err = fmt.Errorf("not ready: %s", summary(rep))
 				}
-				entry.out = failed(meta.HealthCheckFailedReason, fmt.Errorf("%s: health check failed: %w", key.ref, err))
+				entry.out = Failed(meta.HealthCheckFailedReason, fmt.Errorf("%s: health check failed: %w", key.ref, err))
 			}
 			e.waits.mu.Unlock()
 			e.enqueue(key.ref)
