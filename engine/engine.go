@@ -44,6 +44,7 @@ import (
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/cluster"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
@@ -65,16 +66,20 @@ type Engine struct {
 	mgr      manager.Manager
 	store    *source.Store
 	server   *source.Server
-	metrics  *Metrics
+	metrics  *frame.Metrics
 	registry *prometheus.Registry
 	// events is the event broadcaster of the engine's own manager (New),
 	// which Start shuts down; nil on an embedder's manager.
 	events record.EventBroadcaster
-	graph  *Graph
+	graph  *frame.Graph
 	// configs indexes the ConfigMaps and Secrets each HelmRelease and
 	// Kustomization reads (watchconfigs.go).
-	configs  *Graph
+	configs  *frame.Graph
 	recorder recorder.EventRecorder
+	// finisher writes each reconcile's outcome; admission admits units
+	// over graph (both built at the end of setup).
+	finisher  *frame.Finisher
+	admission *frame.Admission
 	// start is when this engine was built: the incarnation recorded on
 	// the Helm releases it writes and on its replica Lease.
 	start time.Time
@@ -145,7 +150,7 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = ctrllog.Log
 	}
-	opts.Logger = CapVerbosity(opts.Logger)
+	opts.Logger = frame.CapVerbosity(opts.Logger)
 	mopts := ctrl.Options{
 		Scheme:                 NewScheme(),
 		Logger:                 opts.Logger,
@@ -168,7 +173,7 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		Cache: cache.Options{DefaultTransform: cacheTransform(&interner{})},
 		// core/v1 Events, as Flux records them, written in parallel
 		// (events.go).
-		EventBroadcaster: NewEventBroadcaster(), //nolint:staticcheck
+		EventBroadcaster: frame.NewEventBroadcaster(), //nolint:staticcheck
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
@@ -225,11 +230,11 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e := &Engine{
 		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
-		metrics: NewMetrics(registry), registry: registry, graph: NewGraph(), configs: NewGraph(),
+		metrics: frame.NewMetrics(registry), registry: registry, graph: frame.NewGraph(), configs: frame.NewGraph(),
 		helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
 		extracts:  newExtractCache(store, opts.privateExtraction),
 		// core/v1 Events, as Flux records them (coreEvents).
-		recorder: CoreEvents{mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
+		recorder: frame.CoreEvents{Recorder: mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
 	eng.Store(e)
@@ -276,6 +281,15 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupNotify(); err != nil {
 		return nil, err
 	}
+	e.finisher = &frame.Finisher{Client: mgr.GetClient(), Recorder: e.recorder, Logger: e.log, Metrics: e.metrics,
+		MayWrite: e.mayWriteStatus, Rewritten: e.statusRewritten}
+	e.admission = &frame.Admission{Graph: e.graph, Gate: opts.Gate, Reader: mgr.GetClient(), NewObject: func(kind string) (client.Object, bool) {
+		newObj, ok := e.newObject[kind]
+		if !ok {
+			return nil, false
+		}
+		return newObj(), true
+	}}
 	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters), e.extracts}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
@@ -459,7 +473,7 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 		}
 		w.Write([]byte(msg))
 	})
-	mux.Handle("/metrics", MetricsHandler(APIHostOnly{Gatherer: e.registry, Host: apiHost(e.cfg.Host)}, e.metrics))
+	mux.Handle("/metrics", frame.MetricsHandler(frame.APIHostOnly{Gatherer: e.registry, Host: apiHost(e.cfg.Host)}, e.metrics))
 	if e.opts.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

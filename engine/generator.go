@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/generate"
 )
@@ -48,7 +49,7 @@ func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	self := Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := frame.Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
 	if !obj.DeletionTimestamp.IsZero() {
 		e.graph.Remove(self)
 		return ctrl.Result{}, r.finalize(ctx, obj)
@@ -68,12 +69,12 @@ func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	start := time.Now()
 	orig := obj.DeepCopy()
 	out := r.reconcile(ctx, obj, self)
-	return e.finish(ctx, swv1beta1.ArtifactGeneratorKind, obj, orig, start, out, Timing{Interval: e.opts.DefaultInterval, Retry: time.Minute})
+	return e.finish(ctx, swv1beta1.ArtifactGeneratorKind, obj, orig, start, out, frame.Timing{Interval: e.opts.DefaultInterval, Retry: time.Minute})
 }
 
-func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self Ref) Outcome {
+func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self frame.Ref) frame.Outcome {
 	e := r.e
-	var srcRefs []Ref
+	var srcRefs []frame.Ref
 	for _, s := range obj.Spec.Sources {
 		srcRefs = append(srcRefs, sourceRefOf(self, s.Kind, s.Namespace, s.Name))
 	}
@@ -85,7 +86,7 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 	defer done()
 	outputs, err := generatorOutputs(obj, sources)
 	if err != nil {
-		return Stalled(swv1beta1.ValidationFailedReason, fmt.Errorf("%s: %w", self, err))
+		return frame.Stalled(swv1beta1.ValidationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
 	type built struct {
 		art    source.Artifact
@@ -96,11 +97,11 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 	for i, o := range outputs {
 		art, err := buildOutput(ctx, e.store, sources, o, generate.BuildOptions{Memory: e.generatorMemory()})
 		if err != nil {
-			return Failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: %w", self, o.namespace, o.Name, err))
+			return frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: %w", self, o.namespace, o.Name, err))
 		}
 		inputs, err := e.exportedInputs(ctx, sources, art, o.InputsFrom)
 		if err != nil {
-			return Failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: inputsFrom %s: %w", self, o.namespace, o.Name, o.InputsFrom, err))
+			return frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: inputsFrom %s: %w", self, o.namespace, o.Name, o.InputsFrom, err))
 		}
 		builds[i] = built{art, inputs}
 		arts[o.namespace+"/"+o.Name] = art
@@ -114,12 +115,12 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 			if errors.As(err, &nsErr) {
 				return nsErr.outcome(self)
 			}
-			return Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+			return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 		}
 		inventory = entries
 	}
 	if err := r.authorize(ctx, obj, outputs); err != nil {
-		return Failed(swv1beta1.AccessDeniedReason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
+		return frame.Failed(swv1beta1.AccessDeniedReason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
 	}
 	for i, o := range outputs {
 		art := builds[i].art
@@ -128,10 +129,10 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 			if errors.Is(err, errOwnershipConflict) {
 				reason = swv1beta1.OwnershipConflictReason
 			}
-			return Failed(reason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
+			return frame.Failed(reason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
 		}
 		if _, err := e.store.GC(ctx, outputObject(o.namespace, o.Name), art); err != nil {
-			return Failed(meta.ArtifactFailedReason, err).At(string(swv1beta1.ActionPublish))
+			return frame.Failed(meta.ArtifactFailedReason, err).At(string(swv1beta1.ActionPublish))
 		}
 		inventory = append(inventory, swv1beta1.InventoryEntry{
 			Kind: sourcev1.ExternalArtifactKind, Name: o.Name, Namespace: o.namespace, Digest: art.Digest, Filename: filepath.Base(art.Path),
@@ -146,14 +147,14 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 			continue
 		}
 		if err := r.deleteOutput(ctx, obj, ref); err != nil {
-			return Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
+			return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
 		}
 	}
 	if err := r.pruneNamespaces(ctx, obj, obj.Status.Inventory, inventory); err != nil {
-		return Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: spec.managedNamespaces: %w", self, err)).At(string(swv1beta1.ActionPublish))
+		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: spec.managedNamespaces: %w", self, err)).At(string(swv1beta1.ActionPublish))
 	}
 	obj.Status.Inventory = inventory
-	return Succeeded("reconciliation succeeded, generated %d artifact(s)", len(inventory))
+	return frame.Succeeded("reconciliation succeeded, generated %d artifact(s)", len(inventory))
 }
 
 // finalize deletes the ExternalArtifacts of a deleted generator, and
@@ -218,7 +219,7 @@ func generatedBy(ea *sourcev1.ExternalArtifact, gen *swv1beta1.ArtifactGenerator
 // with the other generators reading the same artifacts (extractCache). The
 // reconciler and the rebuild of an ExternalArtifact both use it, so that
 // they compose the same inputs.
-func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self Ref) (map[string]generate.Source, func(), Outcome, bool) {
+func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self frame.Ref) (map[string]generate.Source, func(), frame.Outcome, bool) {
 	var releases []func()
 	done := func() {
 		for _, release := range releases {
@@ -235,7 +236,7 @@ func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGe
 		fsys, release, err := e.extracts.acquire(ctx, art)
 		if err != nil {
 			done()
-			return nil, nil, Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err)).At(string(swv1beta1.ActionFetchSource)), false
+			return nil, nil, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err)).At(string(swv1beta1.ActionFetchSource)), false
 		}
 		releases = append(releases, release)
 		// The origin revision is the source artifact's
@@ -243,7 +244,7 @@ func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGe
 		sources[s.Alias] = generate.Source{FS: fsys, Revision: art.Revision,
 			OriginRevision: art.Metadata[swv1beta1.ArtifactOriginRevisionAnnotation]}
 	}
-	return sources, done, Outcome{}, true
+	return sources, done, frame.Outcome{}, true
 }
 
 // buildOutput composes one output of a generator from its sources and

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/generate"
 )
@@ -44,12 +45,12 @@ func nsStalled(format string, args ...any) *namespaceError {
 	return &namespaceError{reason: swv1beta1.ValidationFailedReason, stalled: true, err: fmt.Errorf(format, args...)}
 }
 
-func (e *namespaceError) outcome(self Ref) Outcome {
+func (e *namespaceError) outcome(self frame.Ref) frame.Outcome {
 	err := fmt.Errorf("%s: spec.managedNamespaces: %w", self, e.err)
 	if e.stalled {
-		return Stalled(e.reason, err)
+		return frame.Stalled(e.reason, err)
 	}
-	return Failed(e.reason, err).At(string(swv1beta1.ActionPublish))
+	return frame.Failed(e.reason, err).At(string(swv1beta1.ActionPublish))
 }
 
 // namespaceAccount is the ServiceAccount that authorizes a generator's

@@ -19,6 +19,7 @@ import (
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
@@ -73,8 +74,8 @@ func (e *Engine) stored(a source.Artifact) bool {
 // materializedOutcome turns a failed materialisation into the dependent's
 // outcome: a digest mismatch is a failure that only a new status resolves
 // (which wakes the dependent); anything else is retried soon.
-func materializedOutcome(err error) Outcome {
-	out := Failed(meta.ArtifactFailedReason, err)
+func materializedOutcome(err error) frame.Outcome {
+	out := frame.Failed(meta.ArtifactFailedReason, err)
 	if !errors.Is(err, source.ErrDigestMismatch) {
 		out.RequeueAfter = materializeRetry
 	}
@@ -90,7 +91,7 @@ type chainKey struct{}
 // src) from the store, rebuilding it first when the store lacks it. One
 // rebuild per artifact runs at a time; self is the dependent, woken when a
 // rebuild it stopped waiting for ends.
-func (e *Engine) materialize(ctx context.Context, self, src Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
+func (e *Engine) materialize(ctx context.Context, self, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	key := src.String() + "@" + want.Digest
 	chain, _ := ctx.Value(chainKey{}).([]string)
 	if slices.Contains(chain, key) {
@@ -123,7 +124,7 @@ func (e *Engine) materialize(ctx context.Context, self, src Ref, obj client.Obje
 // rebuildFlight runs one rebuild on the engine's context, so that it
 // outlives the reconcile that started it, then wakes the dependents that
 // stopped waiting.
-func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src Ref, obj client.Object, want source.Artifact) {
+func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src frame.Ref, obj client.Object, want source.Artifact) {
 	ctx, cancel := context.WithTimeout(context.WithValue(*e.runCtx.Load(), chainKey{}, chain), materializeTimeout)
 	defer cancel()
 	art, err := e.rebuild(ctx, src, obj, want)
@@ -135,7 +136,7 @@ func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src Ref, o
 // rebuild builds want into a staging store, compares its digest with
 // status, and only then stores it. Nothing that fails the check reaches
 // the store.
-func (e *Engine) rebuild(ctx context.Context, src Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
+func (e *Engine) rebuild(ctx context.Context, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	tmp, err := os.MkdirTemp("", "cozy-materialize-")
 	if err != nil {
 		return source.Artifact{}, err
@@ -284,7 +285,7 @@ func (e *Engine) rebuildGit(ctx context.Context, staging *source.Store, sobj sou
 	opts.Ignore = observedIgnore(obj.Status.ObservedIgnore)
 	opts.SparseCheckout = obj.Status.ObservedSparseCheckout
 	if len(obj.Spec.Include) > 0 || len(obj.Status.IncludedArtifacts) > 0 {
-		self := Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
+		self := frame.Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
 		inc, out, ok := e.resolveIncludes(ctx, obj.DeepCopy(), self)
 		if !ok {
 			return source.Artifact{}, errors.New(out.Message)
@@ -348,7 +349,7 @@ func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *s
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: genNamespace, Name: sr.Name}, gen); err != nil {
 		return source.Artifact{}, fmt.Errorf("reading %s/%s/%s: %w", swv1beta1.ArtifactGeneratorKind, genNamespace, sr.Name, err)
 	}
-	self := Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
+	self := frame.Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
 	sources, done, out, ok := e.generatorSources(ctx, gen, self)
 	if !ok {
 		if out.Waiting {
@@ -389,7 +390,7 @@ type flight struct {
 	finished bool // under materializer.mu
 	art      source.Artifact
 	err      error
-	waiters  map[Ref]bool // dependents that stopped waiting
+	waiters  map[frame.Ref]bool // dependents that stopped waiting
 }
 
 type recentFailure struct {
@@ -417,21 +418,21 @@ func (m *materializer) join(key string, start func(*flight)) (*flight, error) {
 	if m.flights == nil {
 		m.flights, m.failures = map[string]*flight{}, map[string]recentFailure{}
 	}
-	f := &flight{done: make(chan struct{}), waiters: map[Ref]bool{}}
+	f := &flight{done: make(chan struct{}), waiters: map[frame.Ref]bool{}}
 	m.flights[key] = f
 	start(f)
 	return f, nil
 }
 
 // land records the end of a flight and returns the dependents to wake.
-func (m *materializer) land(key string, f *flight, art source.Artifact, err error) []Ref {
+func (m *materializer) land(key string, f *flight, art source.Artifact, err error) []frame.Ref {
 	m.mu.Lock()
 	f.art, f.err, f.finished = art, err, true
 	delete(m.flights, key)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		m.failures[key] = recentFailure{err: err, until: time.Now().Add(materializeFailureTTL)}
 	}
-	waiters := make([]Ref, 0, len(f.waiters))
+	waiters := make([]frame.Ref, 0, len(f.waiters))
 	for w := range f.waiters {
 		waiters = append(waiters, w)
 	}
@@ -442,7 +443,7 @@ func (m *materializer) land(key string, f *flight, art source.Artifact, err erro
 
 // giveUp registers self to be woken when the flight lands, or reports that
 // it already has.
-func (m *materializer) giveUp(f *flight, self Ref) (finished bool) {
+func (m *materializer) giveUp(f *flight, self frame.Ref) (finished bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f.finished {

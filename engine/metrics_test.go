@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // TestReconcileMetricsMatchFlux records the same reconciles with the
@@ -22,7 +24,7 @@ import (
 // shows: the same series, labels, help, buckets and values.
 func TestReconcileMetricsMatchFlux(t *testing.T) {
 	ours, theirs := prometheus.NewRegistry(), prometheus.NewRegistry()
-	m := NewMetrics(ours)
+	m := frame.NewMetrics(ours)
 	rec := fluxmetrics.NewRecorder()
 	theirs.MustRegister(rec.Collectors()[0], rec.Collectors()[2]) // the condition gauge and the duration histogram
 
@@ -88,11 +90,11 @@ func TestReconcileMetricsMatchFlux(t *testing.T) {
 // registry share one collector.
 func TestReconcileMetricsOnePerRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a, b := NewMetrics(reg), NewMetrics(reg)
+	a, b := frame.NewMetrics(reg), frame.NewMetrics(reg)
 	if a != b {
 		t.Fatal("two engines on one registry got two collectors; the second would export nothing")
 	}
-	if c := NewMetrics(prometheus.NewRegistry()); c == a {
+	if c := frame.NewMetrics(prometheus.NewRegistry()); c == a {
 		t.Fatal("two registries share a collector")
 	}
 }
@@ -103,7 +105,7 @@ func TestReconcileMetricsOnePerRegistry(t *testing.T) {
 // other series are there too.
 func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
+	m := frame.NewMetrics(reg)
 	other := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zz_other_total", Help: "Another series."}, []string{"x"})
 	other.WithLabelValues("a").Add(3)
 	reg.MustRegister(other)
@@ -146,7 +148,7 @@ func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
 		}
 		return out
 	}
-	ours := scrape(MetricsHandler(reg, m))
+	ours := scrape(frame.MetricsHandler(reg, m))
 	theirs := scrape(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true}))
 	for _, name := range []string{"gotk_reconcile_condition", "gotk_reconcile_duration_seconds", "zz_other_total"} {
 		if ours[name] == "" {

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/notify"
@@ -61,10 +62,10 @@ func (e *Engine) reconcileProvider(ctx context.Context, req ctrl.Request) (ctrl.
 func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) (notify.Provider, string, error) {
 	cfg := notify.Provider{Type: p.Spec.Type, Address: p.Spec.Address, Channel: p.Spec.Channel, Username: p.Spec.Username,
 		Timeout: p.GetTimeout(), UID: string(p.UID), Suspend: p.Spec.Suspend}
-	if err := Unsupported(notifyv1beta3.ProviderKind,
-		FieldCheck{"spec.type " + p.Spec.Type, !slices.Contains(notify.ProviderTypes, p.Spec.Type)},
-		FieldCheck{"spec.serviceAccountName", p.Spec.ServiceAccountName != ""},
-		FieldCheck{"spec.commitStatusExpr", p.Spec.CommitStatusExpr != ""},
+	if err := frame.Unsupported(notifyv1beta3.ProviderKind,
+		frame.FieldCheck{Path: "spec.type " + p.Spec.Type, Set: !slices.Contains(notify.ProviderTypes, p.Spec.Type)},
+		frame.FieldCheck{Path: "spec.serviceAccountName", Set: p.Spec.ServiceAccountName != ""},
+		frame.FieldCheck{Path: "spec.commitStatusExpr", Set: p.Spec.CommitStatusExpr != ""},
 	); err != nil {
 		return cfg, UnsupportedFieldReason, err
 	}
@@ -102,7 +103,7 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		if err != nil {
 			return invalid(err)
 		}
-		if proxy, err = ProxyURL(s); err != nil {
+		if proxy, err = frame.ProxyURL(s); err != nil {
 			return invalid(err)
 		}
 		proxyField = fmt.Sprintf("Secret %s/%s (spec.proxySecretRef)", p.Namespace, ref.Name)
@@ -128,7 +129,7 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		if len(s.Data["ca.crt"]) == 0 && len(s.Data["tls.crt"]) == 0 {
 			return invalid(fmt.Errorf("Secret %s/%s (spec.certSecretRef) has no key 'ca.crt'", p.Namespace, ref.Name))
 		}
-		if cfg.TLS, err = TLSFromSecret(s); err != nil {
+		if cfg.TLS, err = frame.TLSFromSecret(s); err != nil {
 			return invalid(err)
 		}
 	}

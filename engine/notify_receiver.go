@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/notify"
 )
 
@@ -43,8 +44,8 @@ func (e *Engine) reconcileReceiver(ctx context.Context, req ctrl.Request) (ctrl.
 		e.unserveReceiver(req.NamespacedName)
 	}
 	obj.Status.ObservedGeneration = obj.Generation
-	obj.Status.LastHandledReconcileAt = HandledRequest(obj)
-	return e.finish(ctx, notifyv1.ReceiverKind, obj, orig, start, out, Timing{Interval: obj.GetInterval(), Retry: time.Minute})
+	obj.Status.LastHandledReconcileAt = frame.HandledRequest(obj)
+	return e.finish(ctx, notifyv1.ReceiverKind, obj, orig, start, out, frame.Timing{Interval: obj.GetInterval(), Retry: time.Minute})
 }
 
 func (e *Engine) unserveReceiver(ref types.NamespacedName) {
@@ -53,46 +54,46 @@ func (e *Engine) unserveReceiver(ref types.NamespacedName) {
 	}
 }
 
-func (e *Engine) receiverOutcome(ctx context.Context, obj *notifyv1.Receiver) Outcome {
+func (e *Engine) receiverOutcome(ctx context.Context, obj *notifyv1.Receiver) frame.Outcome {
 	filtered := false
 	for _, r := range obj.Spec.Resources {
 		filtered = filtered || r.Filter != ""
 	}
-	if err := Unsupported(notifyv1.ReceiverKind,
-		FieldCheck{"spec.type " + obj.Spec.Type, !slices.Contains(notify.ReceiverTypes, obj.Spec.Type)},
-		FieldCheck{"spec.resourceFilter", obj.Spec.ResourceFilter != ""},
-		FieldCheck{"spec.resources[].filter", filtered},
-		FieldCheck{"spec.oidcProviders", len(obj.Spec.OIDCProviders) > 0},
+	if err := frame.Unsupported(notifyv1.ReceiverKind,
+		frame.FieldCheck{Path: "spec.type " + obj.Spec.Type, Set: !slices.Contains(notify.ReceiverTypes, obj.Spec.Type)},
+		frame.FieldCheck{Path: "spec.resourceFilter", Set: obj.Spec.ResourceFilter != ""},
+		frame.FieldCheck{Path: "spec.resources[].filter", Set: filtered},
+		frame.FieldCheck{Path: "spec.oidcProviders", Set: len(obj.Spec.OIDCProviders) > 0},
 	); err != nil {
-		return Stalled(UnsupportedFieldReason, err)
+		return frame.Stalled(UnsupportedFieldReason, err)
 	}
 	if e.opts.Restricted {
 		for _, r := range obj.Spec.Resources {
 			if r.Namespace != "" && r.Namespace != obj.Namespace {
-				return Stalled(notifyv1.ValidationFailedReason, fmt.Errorf("Receiver/%s/%s: resource %s/%s/%s: cross-namespace references are disabled",
+				return frame.Stalled(notifyv1.ValidationFailedReason, fmt.Errorf("Receiver/%s/%s: resource %s/%s/%s: cross-namespace references are disabled",
 					obj.Namespace, obj.Name, r.Kind, r.Namespace, r.Name))
 			}
 		}
 	}
 	if obj.Spec.SecretRef == nil {
-		return Stalled(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: spec.secretRef is required", obj.Namespace, obj.Name))
+		return frame.Stalled(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: spec.secretRef is required", obj.Namespace, obj.Name))
 	}
 	s, err := e.secret(ctx, "Receiver/"+obj.Namespace+"/"+obj.Name+" spec.secretRef", obj.Namespace, obj.Spec.SecretRef.Name)
 	if err != nil {
-		return Failed(notifyv1.TokenNotFoundReason, err)
+		return frame.Failed(notifyv1.TokenNotFoundReason, err)
 	}
 	token := string(s.Data["token"])
 	if token == "" {
-		return Failed(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: Secret %s/%s has no key 'token'",
+		return frame.Failed(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: Secret %s/%s has no key 'token'",
 			obj.Namespace, obj.Name, s.Namespace, s.Name))
 	}
 	path := notify.WebhookPath(token, obj.Name, obj.Namespace)
 	obj.Status.WebhookPath = path
 	if e.notify.webhooks == nil {
-		return Succeeded("Receiver initialized for path: %s (the webhook server is off: set --webhook-addr)", path)
+		return frame.Succeeded("Receiver initialized for path: %s (the webhook server is off: set --webhook-addr)", path)
 	}
 	e.notify.webhooks.SetReceiver(client.ObjectKeyFromObject(obj), path, notify.Receiver{Type: obj.Spec.Type, Token: token, Events: obj.Spec.Events})
-	return Succeeded("Receiver initialized for path: %s", path)
+	return frame.Succeeded("Receiver initialized for path: %s", path)
 }
 
 // triggerReceiver requests a reconcile of every resource of a Receiver, by

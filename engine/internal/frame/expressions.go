@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"context"
@@ -77,17 +77,16 @@ func CheckExpressions(obj client.Object) error {
 // dependencyReadyFor decides whether d is ready for obj: by the readyExpr
 // obj gives for d, which replaces the built-in Ready check as in Flux, or
 // else by dependencyReady.
-func (e *Engine) dependencyReadyFor(ctx context.Context, obj client.Object, d Ref) (bool, string) {
+func (a *Admission) dependencyReadyFor(ctx context.Context, obj client.Object, d Ref) (bool, string) {
 	expr := readyExprOf(obj, d)
 	if expr == "" {
-		return e.dependencyReady(ctx, d)
+		return a.dependencyReady(ctx, d)
 	}
-	newObj, ok := e.newObject[d.Kind]
+	dep, ok := a.NewObject(d.Kind)
 	if !ok {
 		return false, "kind not reconciled by this engine"
 	}
-	dep := newObj()
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Name}, dep); err != nil {
+	if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Name}, dep); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return false, "not found"
 		}
