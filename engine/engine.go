@@ -45,6 +45,7 @@ import (
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/cluster"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/notifications"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
@@ -108,7 +109,7 @@ type Engine struct {
 	// downloads across HelmCharts.
 	helmRepos *helmrepo.Client
 	// notify sends events to Alerts and serves Receivers (notify.go).
-	notify *notifier
+	notify *notifications.Notifier
 	// runCtx lives as long as the manager runs; waits started by
 	// reconcilers use it.
 	runCtx atomic.Pointer[context.Context]
@@ -272,24 +273,23 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := registerPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
 		return nil, fmt.Errorf("registering the shard metrics: %w", err)
 	}
+	e.finisher = &frame.Finisher{Client: mgr.GetClient(), Logger: e.log, Metrics: e.metrics,
+		MayWrite: e.mayWriteStatus, Rewritten: e.statusRewritten}
+	e.admission = &frame.Admission{Graph: e.graph, Gate: opts.Gate, Reader: mgr.GetClient(), NewObject: e.newObjectOf}
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}
 	if err := e.setupConfigWatches(e.kinds()); err != nil {
 		return nil, err
 	}
-	if err := e.setupNotify(); err != nil {
+	if e.notify, e.recorder, err = notifications.Setup(notifications.Deps{
+		Manager: mgr, Options: opts.Notify, WebhookAddr: opts.WebhookAddr, HolderID: opts.HolderID, Restricted: opts.Restricted,
+		Registry: registry, Recorder: e.recorder, Finisher: e.finisher, Leading: e.leading, Secret: e.secret,
+		Destinations: e.destinations(), NewObject: e.newObjectOf,
+	}); err != nil {
 		return nil, err
 	}
-	e.finisher = &frame.Finisher{Client: mgr.GetClient(), Recorder: e.recorder, Logger: e.log, Metrics: e.metrics,
-		MayWrite: e.mayWriteStatus, Rewritten: e.statusRewritten}
-	e.admission = &frame.Admission{Graph: e.graph, Gate: opts.Gate, Reader: mgr.GetClient(), NewObject: func(kind string) (client.Object, bool) {
-		newObj, ok := e.newObject[kind]
-		if !ok {
-			return nil, false
-		}
-		return newObj(), true
-	}}
+	e.finisher.Recorder = e.recorder
 	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters), e.extracts}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
@@ -298,7 +298,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		runnables = append(runnables, e.replicas)
 	}
 	for _, r := range runnables {
-		if err := mgr.Add(everyReplica{r}); err != nil {
+		if err := mgr.Add(frame.EveryReplica{Runnable: r}); err != nil {
 			return nil, err
 		}
 	}
@@ -341,12 +341,6 @@ func artifactStore(opts Options, missing func(context.Context, string) bool) (*s
 	}
 	return store, server, nil
 }
-
-// everyReplica runs a part of the engine on every replica, not only on
-// the leader.
-type everyReplica struct{ manager.Runnable }
-
-func (everyReplica) NeedLeaderElection() bool { return false }
 
 var contextBackground = context.Background()
 
@@ -415,7 +409,7 @@ func (e *Engine) Add(r manager.Runnable) error {
 	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
 		return e.mgr.Add(r)
 	}
-	return e.mgr.Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
+	return e.mgr.Add(frame.EveryReplica{Runnable: manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-e.replicas.firstLead:
 			return r.Start(ctx)
@@ -497,4 +491,13 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// newObjectOf returns an empty object of a kind the engine reconciles.
+func (e *Engine) newObjectOf(kind string) (client.Object, bool) {
+	newObj, ok := e.newObject[kind]
+	if !ok {
+		return nil, false
+	}
+	return newObj(), true
 }
