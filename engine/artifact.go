@@ -13,7 +13,6 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
@@ -70,7 +69,7 @@ func (e *Engine) sourceArtifact(ctx context.Context, self frame.Ref, kind, names
 	if a == nil {
 		return source.Artifact{}, frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", srcRef), 0), false
 	}
-	art := fromMetaArtifact(a)
+	art := frame.StoreArtifact(a)
 	if e.stored(art) {
 		return art, frame.Outcome{}, true
 	}
@@ -172,7 +171,7 @@ func (e *Engine) namedArtifact(ctx context.Context, p string) (frame.Ref, source
 	if a == nil || a.Path != p {
 		return frame.Ref{}, source.Artifact{}, false
 	}
-	return frame.Ref{Kind: artifactKinds[i], Namespace: segs[1], Name: segs[2]}, fromMetaArtifact(a), true
+	return frame.Ref{Kind: artifactKinds[i], Namespace: segs[1], Name: segs[2]}, frame.StoreArtifact(a), true
 }
 
 // awaitStored waits until the store holds art or ctx ends, while work that
@@ -217,34 +216,6 @@ func (m *materializer) flying(key string) <-chan struct{} {
 // server) wrote the status.
 func (e *Engine) foreign(a source.Artifact) bool {
 	return a.URL != "" && !strings.HasPrefix(a.URL, e.store.BaseURL()+"/")
-}
-
-func sourceRefOf(self frame.Ref, kind, namespace, name string) frame.Ref {
-	if namespace == "" {
-		namespace = self.Namespace
-	}
-	return frame.Ref{Kind: kind, Namespace: namespace, Name: name}
-}
-
-// toMetaArtifact converts a store artifact to Flux's status shape.
-func toMetaArtifact(a source.Artifact) *meta.Artifact {
-	size := a.Size
-	return &meta.Artifact{
-		Path: a.Path, URL: a.URL, Revision: a.Revision, Digest: a.Digest,
-		Size: &size, LastUpdateTime: metav1.NewTime(a.LastUpdateTime), Metadata: a.Metadata,
-	}
-}
-
-// fromMetaArtifact converts Flux's status shape back to a store artifact.
-func fromMetaArtifact(a *meta.Artifact) source.Artifact {
-	out := source.Artifact{
-		Path: a.Path, URL: a.URL, Revision: a.Revision, Digest: a.Digest,
-		LastUpdateTime: a.LastUpdateTime.Time, Metadata: a.Metadata,
-	}
-	if a.Size != nil {
-		out.Size = *a.Size
-	}
-	return out
 }
 
 func splitLines(s string) []string {

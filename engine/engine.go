@@ -45,6 +45,7 @@ import (
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/cluster"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
@@ -102,9 +103,9 @@ type Engine struct {
 	progress progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
-	// extracts shares the extracted source trees of ArtifactGenerators
-	// (extractcache.go).
-	extracts *extractCache
+	// generator reconciles the ArtifactGenerators and rebuilds their
+	// outputs (engine/internal/generator).
+	generator *generator.Reconciler
 	// helmRepos fetches Helm repository indexes and charts, sharing
 	// downloads across HelmCharts.
 	helmRepos *helmrepo.Client
@@ -119,8 +120,6 @@ type Engine struct {
 	// queues are the work queues of the kinds' controllers, each set when
 	// its controller starts (controllers.go).
 	queues sync.Map // kind -> workqueue.TypedRateLimitingInterface[reconcile.Request]
-	// genMemory is the generator builds' memory budget.
-	genMemory generatorBudget
 }
 
 // New builds an Engine on cfg, with a manager of its own. Nothing runs
@@ -233,7 +232,6 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: frame.NewMetrics(registry), registry: registry, graph: frame.NewGraph(), configs: frame.NewGraph(),
 		helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
-		extracts:  newExtractCache(store, opts.privateExtraction),
 		// core/v1 Events, as Flux records them (coreEvents).
 		recorder: frame.CoreEvents{Recorder: mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
@@ -276,12 +274,6 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e.finisher = &frame.Finisher{Client: mgr.GetClient(), Logger: e.log, Metrics: e.metrics,
 		MayWrite: e.mayWriteStatus, Rewritten: e.statusRewritten}
 	e.admission = &frame.Admission{Graph: e.graph, Gate: opts.Gate, Reader: mgr.GetClient(), NewObject: e.newObjectOf}
-	if err := e.setupControllers(e.kinds()); err != nil {
-		return nil, err
-	}
-	if err := e.setupConfigWatches(e.kinds()); err != nil {
-		return nil, err
-	}
 	if e.notify, e.recorder, err = notifications.Setup(notifications.Deps{
 		Manager: mgr, Options: opts.Notify, WebhookAddr: opts.WebhookAddr, HolderID: opts.HolderID, Restricted: opts.Restricted,
 		Registry: registry, Recorder: e.recorder, Finisher: e.finisher, Leading: e.leading, Secret: e.secret,
@@ -290,7 +282,18 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		return nil, err
 	}
 	e.finisher.Recorder = e.recorder
-	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters), e.extracts}
+	// The families, each with what it uses of the engine.
+	e.generator = generator.New(generator.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher, Graph: e.graph,
+		Recorder: e.recorder, SourceArtifact: e.sourceArtifact}, generator.Options{DefaultInterval: opts.DefaultInterval,
+		FieldManager: opts.FieldManager, Restricted: opts.Restricted, DefaultServiceAccount: opts.DefaultServiceAccount,
+		MemoryBytes: opts.GeneratorMemoryBytes, PrivateExtraction: opts.privateExtraction})
+	if err := e.setupControllers(e.kinds()); err != nil {
+		return nil, err
+	}
+	if err := e.setupConfigWatches(e.kinds()); err != nil {
+		return nil, err
+	}
+	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters), e.generator.Extracts()}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
 	}

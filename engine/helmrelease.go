@@ -109,7 +109,7 @@ func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelea
 	if err := frame.CheckExpressions(obj); err != nil {
 		return frame.Stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err)), false
 	}
-	src := sourceRefOf(self, kind, ns, name)
+	src := frame.SourceRefOf(self, kind, ns, name)
 	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRequeueAfter()); !ok {
 		return out, false
 	}

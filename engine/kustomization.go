@@ -23,7 +23,7 @@ import (
 
 // Finalizer is set on objects whose deletion must clean up: a pruning
 // Kustomization deletes its inventory, as in Flux.
-const Finalizer = "finalizers.fluxcd.io"
+const Finalizer = frame.Finalizer
 
 type kustomizationReconciler struct{ e *Engine }
 
@@ -69,7 +69,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if err != nil {
 		return frame.Stalled(meta.DependencyNotReadyReason, err)
 	}
-	src := sourceRefOf(self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
+	src := frame.SourceRefOf(self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
 	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRetryInterval()); !ok {
 		return out
 	}

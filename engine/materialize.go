@@ -16,14 +16,13 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
-	"github.com/cozystack/cozy-aio/source/generate"
 	"github.com/cozystack/cozy-aio/source/git"
 	"github.com/cozystack/cozy-aio/source/oci"
 )
@@ -333,45 +332,14 @@ func observedIgnore(s *string) []string {
 	return splitLines(*s)
 }
 
-// rebuildOutput composes an ArtifactGenerator's output again from the
-// generator's sources, materialising those the store lacks, as the
-// generator reconciler does.
+// rebuildOutput composes an ArtifactGenerator's output again
+// (generator.Reconciler.Rebuild).
 func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *sourcev1.ExternalArtifact) (source.Artifact, error) {
-	sr := ea.Spec.SourceRef
-	if sr == nil || sr.Kind != swv1beta1.ArtifactGeneratorKind {
-		return source.Artifact{}, errors.New("only the artifact of an ArtifactGenerator (spec.sourceRef) can be rebuilt")
+	art, err := e.generator.Rebuild(ctx, staging, ea, e.materializer.slot)
+	if we := (*generator.WaitingError)(nil); errors.As(err, &we) {
+		return art, &awaitedError{msg: we.Message}
 	}
-	genNamespace := sr.Namespace
-	if genNamespace == "" {
-		genNamespace = ea.Namespace
-	}
-	gen := &swv1beta1.ArtifactGenerator{}
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: genNamespace, Name: sr.Name}, gen); err != nil {
-		return source.Artifact{}, fmt.Errorf("reading %s/%s/%s: %w", swv1beta1.ArtifactGeneratorKind, genNamespace, sr.Name, err)
-	}
-	self := frame.Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
-	sources, done, out, ok := e.generatorSources(ctx, gen, self)
-	if !ok {
-		if out.Waiting {
-			return source.Artifact{}, &awaitedError{msg: out.Message}
-		}
-		return source.Artifact{}, errors.New(out.Message)
-	}
-	defer done()
-	outputs, err := generatorOutputs(gen, sources)
-	if err != nil {
-		return source.Artifact{}, fmt.Errorf("%s: %w", self, err)
-	}
-	i := slices.IndexFunc(outputs, func(o generatedOutput) bool { return o.Name == ea.Name && o.namespace == ea.Namespace })
-	if i < 0 {
-		return source.Artifact{}, fmt.Errorf("%s has no output %s/%s", self, ea.Namespace, ea.Name)
-	}
-	release, err := e.materializer.slot(ctx)
-	if err != nil {
-		return source.Artifact{}, err
-	}
-	defer release()
-	return buildOutput(ctx, staging, sources, outputs[i], generate.BuildOptions{Memory: e.generatorMemory()})
+	return art, err
 }
 
 // materializer holds the rebuilds in flight, one per artifact, and the

@@ -120,7 +120,7 @@ func (m *mirror) observe(kind string, o any, deleted bool) {
 	if !ok || m.keeper.leading() {
 		return
 	}
-	if a := obj.GetArtifact(); deleted || a != nil && m.lacks(fromMetaArtifact(a)) {
+	if a := obj.GetArtifact(); deleted || a != nil && m.lacks(frame.StoreArtifact(a)) {
 		m.queue.Add(frame.Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
 	}
 }
@@ -160,7 +160,7 @@ func (m *mirror) sync(ctx context.Context, ref frame.Ref) error {
 	if err != nil || obj.GetArtifact() == nil {
 		return err
 	}
-	want := fromMetaArtifact(obj.GetArtifact())
+	want := frame.StoreArtifact(obj.GetArtifact())
 	if !m.lacks(want) {
 		return nil
 	}

@@ -48,11 +48,11 @@ func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, 
 	if err != nil {
 		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) {
 		if equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) {
 			opts.LastRevision = a.Revision // built with the ignore rules asked for
 		}
-		opts.Reuse = fromMetaArtifact(a)
+		opts.Reuse = frame.StoreArtifact(a)
 	}
 	res, err := bucket.Fetch(ctx, e.store, sobj, obj.Spec.BucketName, opts)
 	if err != nil {
@@ -61,7 +61,7 @@ func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, 
 	if res.Unchanged {
 		return frame.Succeeded("stored artifact: revision '%s'", obj.Status.Artifact.Revision)
 	}
-	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {

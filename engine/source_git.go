@@ -50,7 +50,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	}
 	defer inc.done()
 	opts.Include = inc.trees
-	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
+	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) &&
 		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout) &&
 		sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) && gv.current(obj) {
 		// The artifact was built with the rules and includes the spec
@@ -68,7 +68,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	if res.Unchanged {
 		return frame.Succeeded("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
 	}
-	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
 	obj.Status.IncludedArtifacts = inc.artifacts

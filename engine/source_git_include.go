@@ -76,7 +76,7 @@ func (e *Engine) resolveIncludes(ctx context.Context, obj *sourcev1.GitRepositor
 			return gitIncludes{done: func() {}}, frame.Failed(meta.ArtifactFailedReason, err), false
 		}
 		roots = append(roots, root)
-		inc.artifacts = append(inc.artifacts, toMetaArtifact(art))
+		inc.artifacts = append(inc.artifacts, frame.MetaArtifact(art))
 		inc.trees = append(inc.trees, git.Include{Name: name, FS: root.FS(), FromPath: in.GetFromPath(), ToPath: in.GetToPath()})
 	}
 	conditions.Delete(obj, sourcev1.IncludeUnavailableCondition)

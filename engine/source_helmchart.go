@@ -127,7 +127,7 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 	if err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
-	obj.Status.Artifact = toMetaArtifact(art)
+	obj.Status.Artifact = frame.MetaArtifact(art)
 	obj.Status.URL = art.URL
 	obj.Status.ObservedChartName = b.name
 	obj.Status.ObservedValuesFiles = b.valuesFiles
@@ -183,7 +183,7 @@ func repositoryURLRef(namespace, url string) frame.Ref {
 // the chart the spec names.
 func (r *helmChartReconciler) unchanged(obj *sourcev1.HelmChart, version string) bool {
 	a := obj.Status.Artifact
-	return a != nil && a.Revision == version && r.e.stored(fromMetaArtifact(a)) && sameValuesFiles(obj) &&
+	return a != nil && a.Revision == version && r.e.stored(frame.StoreArtifact(a)) && sameValuesFiles(obj) &&
 		(obj.Spec.SourceRef.Kind != sourcev1.HelmRepositoryKind || obj.Status.ObservedChartName == obj.Spec.Chart)
 }
 
@@ -289,8 +289,8 @@ func (r *helmChartReconciler) index(ctx context.Context, self frame.Ref, repo *s
 	e := r.e
 	repoRef := frame.Ref{Kind: sourcev1.HelmRepositoryKind, Namespace: repo.Namespace, Name: repo.Name}
 	a := repo.Status.Artifact
-	if a != nil && e.storedIndex(fromMetaArtifact(a)) {
-		idx, err := e.helmRepos.Index(e.store, fromMetaArtifact(a))
+	if a != nil && e.storedIndex(frame.StoreArtifact(a)) {
+		idx, err := e.helmRepos.Index(e.store, frame.StoreArtifact(a))
 		if err == nil {
 			return idx, a.Revision, frame.Outcome{}, true
 		}

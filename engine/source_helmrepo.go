@@ -70,7 +70,7 @@ func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.
 		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	last := ""
-	if a := obj.Status.Artifact; a != nil && e.storedIndex(fromMetaArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && e.storedIndex(frame.StoreArtifact(a)) {
 		last = a.Digest
 	}
 	res, err := e.helmRepos.FetchIndex(ctx, e.store, sobj, obj.Spec.URL, last, opts)
@@ -80,7 +80,7 @@ func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.
 	if res.Unchanged {
 		return indexStored(res.Digest)
 	}
-	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))

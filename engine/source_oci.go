@@ -50,7 +50,7 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	} else {
 		opts.Verify = ov.verifier(opts.Registry)
 	}
-	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
+	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) &&
 		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && equalPtr(obj.Status.ObservedLayerSelector, obj.Spec.LayerSelector) &&
 		ov.current(obj, obj.Generation, obj.Status.SourceVerificationFingerprint) {
 		// Built with the rules the spec asks for: an unchanged digest
@@ -70,7 +70,7 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	if res.Unchanged {
 		return frame.Succeeded("stored artifact for digest '%s'", obj.Status.Artifact.Revision)
 	}
-	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedLayerSelector = obj.Spec.LayerSelector

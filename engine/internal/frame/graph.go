@@ -125,3 +125,12 @@ func reach(start Ref, next func(Ref) []Ref) map[Ref]bool {
 func sortRefs(rs []Ref) {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].String() < rs[j].String() })
 }
+
+// SourceRefOf is the node of the source a unit names: its namespace
+// defaults to the unit's.
+func SourceRefOf(self Ref, kind, namespace, name string) Ref {
+	if namespace == "" {
+		namespace = self.Namespace
+	}
+	return Ref{Kind: kind, Namespace: namespace, Name: name}
+}
