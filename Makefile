@@ -140,7 +140,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReceiverVerify$$' -fuzztime $(FUZZTIME) ./notify/
 	$(GO) test -run '^$$' -fuzz '^FuzzChartArchive$$' -fuzztime $(FUZZTIME) ./source/helmrepo/
 	$(GO) test -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime $(FUZZTIME) ./apply/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseDependsOn$$' -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDependsOn$$' -fuzztime $(FUZZTIME) ./engine/internal/frame/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./apply/decrypt/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./engine/cluster/

@@ -13,9 +13,9 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -29,17 +29,17 @@ var ErrCrossNamespace = errors.New("cross-namespace references are disabled (res
 // that status names but the store lacks (on a replica that does not run
 // the source reconcilers, or after the data directory was lost) is
 // materialised: rebuilt from upstream and checked against status.
-func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespace, name string) (source.Artifact, outcome, bool) {
+func (e *Engine) sourceArtifact(ctx context.Context, self frame.Ref, kind, namespace, name string) (source.Artifact, frame.Outcome, bool) {
 	if namespace == "" {
 		namespace = self.Namespace
 	}
 	if e.opts.Restricted && namespace != self.Namespace {
-		return source.Artifact{}, stalled(meta.ArtifactFailedReason,
+		return source.Artifact{}, frame.Stalled(meta.ArtifactFailedReason,
 			fmt.Errorf("%s: source %s/%s/%s: %w", self, kind, namespace, name, ErrCrossNamespace)), false
 	}
 	obj, ok := newArtifactObject(kind)
 	if !ok {
-		return source.Artifact{}, stalled(meta.ArtifactFailedReason,
+		return source.Artifact{}, frame.Stalled(meta.ArtifactFailedReason,
 			fmt.Errorf("%s: source kind %q is not supported (GitRepository, OCIRepository, Bucket, ExternalArtifact, HelmChart)", self, kind)), false
 	}
 	srcRef := fmt.Sprintf("%s/%s/%s", kind, namespace, name)
@@ -59,25 +59,25 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 			// and the HelmReleases of its ExternalArtifacts together) is
 			// not there yet, which they do not report. source-watcher
 			// and source-controller's HelmChart record a Warning.
-			out := failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source %s not found", self, srcRef))
-			out.quiet = self.Kind == helmv2.HelmReleaseKind || self.Kind == kustomizev1.KustomizationKind
+			out := frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source %s not found", self, srcRef))
+			out.Quiet = self.Kind == helmv2.HelmReleaseKind || self.Kind == kustomizev1.KustomizationKind
 			return source.Artifact{}, out, false
 		}
-		return source.Artifact{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: reading source %s: %w", self, srcRef, err)), false
+		return source.Artifact{}, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: reading source %s: %w", self, srcRef, err)), false
 	}
 	a := obj.GetArtifact()
 	if a == nil {
-		return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", srcRef), 0), false
+		return source.Artifact{}, frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", srcRef), 0), false
 	}
-	art := fromMetaArtifact(a)
+	art := frame.StoreArtifact(a)
 	if e.stored(art) {
-		return art, outcome{}, true
+		return art, frame.Outcome{}, true
 	}
 	if local, ok := e.store.Local(source.Object{Kind: kind, Namespace: namespace, Name: name}, art); ok {
-		return local, outcome{}, true
+		return local, frame.Outcome{}, true
 	}
 	want := art
-	art, err = e.materialize(ctx, self, nodeRef{Kind: kind, Namespace: namespace, Name: name}, obj, art)
+	art, err = e.materialize(ctx, self, frame.Ref{Kind: kind, Namespace: namespace, Name: name}, obj, art)
 	if err != nil {
 		if e.foreign(want) && errors.Is(err, source.ErrDigestMismatch) && e.reconciles(kind) && isDone(e.elected()) {
 			// Another engine's artifact (source-controller's before a
@@ -86,16 +86,16 @@ func (e *Engine) sourceArtifact(ctx context.Context, self nodeRef, kind, namespa
 			// engine is) replaces it with its archive of the same
 			// revision, whose new status wakes this dependent. A wait,
 			// not a failure: nothing is wrong on switch day.
-			return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf(
+			return source.Artifact{}, frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf(
 				"source %s: its artifact was made by another server (%s); waiting for the source to be reconciled here", srcRef, want.URL), materializeRetry), false
 		}
 		if aw := (*awaitedError)(nil); errors.As(err, &aw) {
 			// An input of the artifact's rebuild is awaited likewise.
-			return source.Artifact{}, waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s: %s", srcRef, aw.msg), materializeRetry), false
+			return source.Artifact{}, frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s: %s", srcRef, aw.msg), materializeRetry), false
 		}
 		return source.Artifact{}, materializedOutcome(fmt.Errorf("%s: %w", self, err)), false
 	}
-	return art, outcome{}, true
+	return art, frame.Outcome{}, true
 }
 
 // artifactObject is a source kind with an artifact.
@@ -154,31 +154,31 @@ func (e *Engine) serveMissing(ctx context.Context, p string) bool {
 // namedArtifact returns the source and the artifact its status names at
 // p (<kind>/<namespace>/<name>/<file>, as the artifact server is asked for
 // it), read from the shared cache.
-func (e *Engine) namedArtifact(ctx context.Context, p string) (nodeRef, source.Artifact, bool) {
+func (e *Engine) namedArtifact(ctx context.Context, p string) (frame.Ref, source.Artifact, bool) {
 	segs := strings.Split(p, "/")
 	if len(segs) != 4 {
-		return nodeRef{}, source.Artifact{}, false
+		return frame.Ref{}, source.Artifact{}, false
 	}
 	i := slices.IndexFunc(artifactKinds, func(k string) bool { return strings.ToLower(k) == segs[0] })
 	if i < 0 {
-		return nodeRef{}, source.Artifact{}, false
+		return frame.Ref{}, source.Artifact{}, false
 	}
 	obj, _ := newArtifactObject(artifactKinds[i])
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: segs[1], Name: segs[2]}, obj); err != nil {
-		return nodeRef{}, source.Artifact{}, false
+		return frame.Ref{}, source.Artifact{}, false
 	}
 	a := obj.GetArtifact()
 	if a == nil || a.Path != p {
-		return nodeRef{}, source.Artifact{}, false
+		return frame.Ref{}, source.Artifact{}, false
 	}
-	return nodeRef{Kind: artifactKinds[i], Namespace: segs[1], Name: segs[2]}, fromMetaArtifact(a), true
+	return frame.Ref{Kind: artifactKinds[i], Namespace: segs[1], Name: segs[2]}, frame.StoreArtifact(a), true
 }
 
 // awaitStored waits until the store holds art or ctx ends, while work that
 // may store it is under way: the replica's mirror (for an artifact under
 // this engine's address), or a rebuild of it in flight. With neither, it
 // returns at once.
-func (e *Engine) awaitStored(ctx context.Context, src nodeRef, art source.Artifact) {
+func (e *Engine) awaitStored(ctx context.Context, src frame.Ref, art source.Artifact) {
 	key := src.String() + "@" + art.Digest
 	mirrored := e.replicas != nil && e.replicas.mirror != nil && !e.foreign(art)
 	for {
@@ -216,34 +216,6 @@ func (m *materializer) flying(key string) <-chan struct{} {
 // server) wrote the status.
 func (e *Engine) foreign(a source.Artifact) bool {
 	return a.URL != "" && !strings.HasPrefix(a.URL, e.store.BaseURL()+"/")
-}
-
-func sourceRefOf(self nodeRef, kind, namespace, name string) nodeRef {
-	if namespace == "" {
-		namespace = self.Namespace
-	}
-	return nodeRef{Kind: kind, Namespace: namespace, Name: name}
-}
-
-// toMetaArtifact converts a store artifact to Flux's status shape.
-func toMetaArtifact(a source.Artifact) *meta.Artifact {
-	size := a.Size
-	return &meta.Artifact{
-		Path: a.Path, URL: a.URL, Revision: a.Revision, Digest: a.Digest,
-		Size: &size, LastUpdateTime: metav1.NewTime(a.LastUpdateTime), Metadata: a.Metadata,
-	}
-}
-
-// fromMetaArtifact converts Flux's status shape back to a store artifact.
-func fromMetaArtifact(a *meta.Artifact) source.Artifact {
-	out := source.Artifact{
-		Path: a.Path, URL: a.URL, Revision: a.Revision, Digest: a.Digest,
-		LastUpdateTime: a.LastUpdateTime.Time, Metadata: a.Metadata,
-	}
-	if a.Size != nil {
-		out.Size = *a.Size
-	}
-	return out
 }
 
 func splitLines(s string) []string {

@@ -19,6 +19,7 @@ import (
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/cluster"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/health"
 	"github.com/cozystack/cozy-aio/internal/egress"
 )
@@ -139,10 +140,10 @@ func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
 
 // clusterOf returns the cluster a unit with kubeConfig ref (nil: this
 // cluster) deploys to, or the outcome that says why it has none.
-func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.KubeConfigReference, self nodeRef) (*cluster.Cluster[*clusterClients], outcome, bool) {
+func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.KubeConfigReference, self frame.Ref) (*cluster.Cluster[*clusterClients], frame.Outcome, bool) {
 	c, err := e.clusters.Get(ctx, namespace, ref)
 	if err == nil {
-		return c, outcome{}, true
+		return c, frame.Outcome{}, true
 	}
 	err = fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
 	var fe *cluster.FieldError
@@ -152,22 +153,22 @@ func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.Kube
 	if errors.As(err, &fe) || errors.As(err, &pe) || errors.As(err, &we) || refused {
 		// No retry makes a refused kubeconfig acceptable; a change to the
 		// Secret or ConfigMap does, and so does a spec change.
-		return nil, stalled(restClientErrorReason, err), false
+		return nil, frame.Stalled(restClientErrorReason, err), false
 	}
-	return nil, failed(restClientErrorReason, err), false
+	return nil, frame.Failed(restClientErrorReason, err), false
 }
 
 // helmManagerOf returns the Helm manager of the cluster obj installs to
 // and that cluster's Source ("" for this cluster), or the outcome that
 // says why it has none.
-func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (*helm.Manager, string, outcome, bool) {
+func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (*helm.Manager, string, frame.Outcome, bool) {
 	c, out, ok := e.clusterOf(ctx, obj.Namespace, obj.Spec.KubeConfig, self)
 	if !ok {
 		return nil, "", out, false
 	}
 	mgr, err := c.Value.helm()
 	if err != nil {
-		return nil, "", failed(meta.ReconciliationFailedReason, err), false
+		return nil, "", frame.Failed(meta.ReconciliationFailedReason, err), false
 	}
 	// A remote cluster is asked for its version before its Helm cache is
 	// believed, one request per reconcile: a release of a cluster that went
@@ -180,10 +181,10 @@ func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, sel
 		cancel()
 		if err != nil {
 			err = remoteError(c.Source, fmt.Errorf("%s: the API server is unreachable: %w", self, err))
-			return nil, "", failed(meta.ReconciliationFailedReason, err), false
+			return nil, "", frame.Failed(meta.ReconciliationFailedReason, err), false
 		}
 	}
-	return mgr, c.Source, outcome{}, true
+	return mgr, c.Source, frame.Outcome{}, true
 }
 
 // remoteError names the kubeConfig Secret or ConfigMap of a remote

@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // kindController describes one reconciler: its kind, an empty object of
@@ -143,7 +145,7 @@ func (e *Engine) setupDependencies(kinds []kindController) error {
 	for _, dep := range dependencyKinds(kinds) {
 		kind := dep.kind
 		wake := func(o client.Object) {
-			e.wakeDependents(nodeRef{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+			e.wakeDependents(frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
 		}
 		b = b.Watches(dep.newObject(), handler.Funcs{
 			CreateFunc: func(_ context.Context, ev event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -157,7 +159,7 @@ func (e *Engine) setupDependencies(kinds []kindController) error {
 			},
 			DeleteFunc: func(_ context.Context, ev event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				if reconciled[kind] {
-					e.metrics.forget(kind, ev.Object.GetNamespace(), ev.Object.GetName())
+					e.metrics.Forget(kind, ev.Object.GetNamespace(), ev.Object.GetName())
 				}
 				wake(ev.Object)
 			},
@@ -170,7 +172,7 @@ func (e *Engine) setupDependencies(kinds []kindController) error {
 // wakeDependents enqueues every object that depends on ref, in the
 // controllers that run: one that has not started (a standby's, under an
 // embedder's election) reconciles every object when it starts.
-func (e *Engine) wakeDependents(ref nodeRef) {
+func (e *Engine) wakeDependents(ref frame.Ref) {
 	for _, d := range e.graph.Dependents(ref) {
 		e.addToQueue(d)
 	}
@@ -178,7 +180,7 @@ func (e *Engine) wakeDependents(ref nodeRef) {
 
 // addToQueue adds ref to the work queue of its kind's controller, and
 // reports false when that controller does not run yet.
-func (e *Engine) addToQueue(ref nodeRef) bool {
+func (e *Engine) addToQueue(ref frame.Ref) bool {
 	q, ok := e.queues.Load(ref.Kind)
 	if !ok {
 		return false
@@ -207,7 +209,7 @@ func rateLimiter(kind string) workqueue.TypedRateLimiter[reconcile.Request] {
 // enqueue wakes the reconciler of ref's kind for ref: through its queue
 // once its controller runs, else through its wake-up channel, which the
 // controller reads when it starts.
-func (e *Engine) enqueue(ref nodeRef) {
+func (e *Engine) enqueue(ref frame.Ref) {
 	if e.addToQueue(ref) {
 		return
 	}
@@ -288,7 +290,7 @@ func (e *Engine) wakeKinds(ctx context.Context, match func(kind string) bool) er
 			return err
 		}
 		for _, nn := range list {
-			e.enqueue(nodeRef{Kind: kind, Namespace: nn.Namespace, Name: nn.Name})
+			e.enqueue(frame.Ref{Kind: kind, Namespace: nn.Namespace, Name: nn.Name})
 		}
 	}
 	return nil

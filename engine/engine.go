@@ -44,6 +44,9 @@ import (
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/cluster"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/generator"
+	"github.com/cozystack/cozy-aio/engine/internal/notifications"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
@@ -65,16 +68,20 @@ type Engine struct {
 	mgr      manager.Manager
 	store    *source.Store
 	server   *source.Server
-	metrics  *reconcileMetrics
+	metrics  *frame.Metrics
 	registry *prometheus.Registry
 	// events is the event broadcaster of the engine's own manager (New),
 	// which Start shuts down; nil on an embedder's manager.
 	events record.EventBroadcaster
-	graph  *depGraph
+	graph  *frame.Graph
 	// configs indexes the ConfigMaps and Secrets each HelmRelease and
 	// Kustomization reads (watchconfigs.go).
-	configs  *depGraph
+	configs  *frame.Graph
 	recorder recorder.EventRecorder
+	// finisher writes each reconcile's outcome; admission admits units
+	// over graph (both built at the end of setup).
+	finisher  *frame.Finisher
+	admission *frame.Admission
 	// start is when this engine was built: the incarnation recorded on
 	// the Helm releases it writes and on its replica Lease.
 	start time.Time
@@ -96,14 +103,14 @@ type Engine struct {
 	progress progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
-	// extracts shares the extracted source trees of ArtifactGenerators
-	// (extractcache.go).
-	extracts *extractCache
+	// generator reconciles the ArtifactGenerators and rebuilds their
+	// outputs (engine/internal/generator).
+	generator *generator.Reconciler
 	// helmRepos fetches Helm repository indexes and charts, sharing
 	// downloads across HelmCharts.
 	helmRepos *helmrepo.Client
 	// notify sends events to Alerts and serves Receivers (notify.go).
-	notify *notifier
+	notify *notifications.Notifier
 	// runCtx lives as long as the manager runs; waits started by
 	// reconcilers use it.
 	runCtx atomic.Pointer[context.Context]
@@ -113,8 +120,6 @@ type Engine struct {
 	// queues are the work queues of the kinds' controllers, each set when
 	// its controller starts (controllers.go).
 	queues sync.Map // kind -> workqueue.TypedRateLimitingInterface[reconcile.Request]
-	// genMemory is the generator builds' memory budget.
-	genMemory generatorBudget
 }
 
 // New builds an Engine on cfg, with a manager of its own. Nothing runs
@@ -145,7 +150,7 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = ctrllog.Log
 	}
-	opts.Logger = capVerbosity(opts.Logger)
+	opts.Logger = frame.CapVerbosity(opts.Logger)
 	mopts := ctrl.Options{
 		Scheme:                 NewScheme(),
 		Logger:                 opts.Logger,
@@ -168,7 +173,7 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		Cache: cache.Options{DefaultTransform: cacheTransform(&interner{})},
 		// core/v1 Events, as Flux records them, written in parallel
 		// (events.go).
-		EventBroadcaster: newEventBroadcaster(), //nolint:staticcheck
+		EventBroadcaster: frame.NewEventBroadcaster(), //nolint:staticcheck
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
@@ -225,11 +230,10 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e := &Engine{
 		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
-		metrics: metricsFor(registry), registry: registry, graph: newDepGraph(), configs: newDepGraph(),
+		metrics: frame.NewMetrics(registry), registry: registry, graph: frame.NewGraph(), configs: frame.NewGraph(),
 		helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
-		extracts:  newExtractCache(store, opts.privateExtraction),
 		// core/v1 Events, as Flux records them (coreEvents).
-		recorder: coreEvents{mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
+		recorder: frame.CoreEvents{Recorder: mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
 	eng.Store(e)
@@ -267,16 +271,29 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := registerPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
 		return nil, fmt.Errorf("registering the shard metrics: %w", err)
 	}
+	e.finisher = &frame.Finisher{Client: mgr.GetClient(), Logger: e.log, Metrics: e.metrics,
+		MayWrite: e.mayWriteStatus, Rewritten: e.statusRewritten}
+	e.admission = &frame.Admission{Graph: e.graph, Gate: opts.Gate, Reader: mgr.GetClient(), NewObject: e.newObjectOf}
+	if e.notify, e.recorder, err = notifications.Setup(notifications.Deps{
+		Manager: mgr, Options: opts.Notify, WebhookAddr: opts.WebhookAddr, HolderID: opts.HolderID, Restricted: opts.Restricted,
+		Registry: registry, Recorder: e.recorder, Finisher: e.finisher, Leading: e.leading, Secret: e.secret,
+		Destinations: e.destinations(), NewObject: e.newObjectOf,
+	}); err != nil {
+		return nil, err
+	}
+	e.finisher.Recorder = e.recorder
+	// The families, each with what it uses of the engine.
+	e.generator = generator.New(generator.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher, Graph: e.graph,
+		Recorder: e.recorder, SourceArtifact: e.sourceArtifact}, generator.Options{DefaultInterval: opts.DefaultInterval,
+		FieldManager: opts.FieldManager, Restricted: opts.Restricted, DefaultServiceAccount: opts.DefaultServiceAccount,
+		MemoryBytes: opts.GeneratorMemoryBytes, PrivateExtraction: opts.privateExtraction})
 	if err := e.setupControllers(e.kinds()); err != nil {
 		return nil, err
 	}
 	if err := e.setupConfigWatches(e.kinds()); err != nil {
 		return nil, err
 	}
-	if err := e.setupNotify(); err != nil {
-		return nil, err
-	}
-	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters), e.extracts}
+	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters), e.generator.Extracts()}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
 	}
@@ -284,7 +301,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		runnables = append(runnables, e.replicas)
 	}
 	for _, r := range runnables {
-		if err := mgr.Add(everyReplica{r}); err != nil {
+		if err := mgr.Add(frame.EveryReplica{Runnable: r}); err != nil {
 			return nil, err
 		}
 	}
@@ -327,12 +344,6 @@ func artifactStore(opts Options, missing func(context.Context, string) bool) (*s
 	}
 	return store, server, nil
 }
-
-// everyReplica runs a part of the engine on every replica, not only on
-// the leader.
-type everyReplica struct{ manager.Runnable }
-
-func (everyReplica) NeedLeaderElection() bool { return false }
 
 var contextBackground = context.Background()
 
@@ -401,7 +412,7 @@ func (e *Engine) Add(r manager.Runnable) error {
 	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
 		return e.mgr.Add(r)
 	}
-	return e.mgr.Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
+	return e.mgr.Add(frame.EveryReplica{Runnable: manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-e.replicas.firstLead:
 			return r.Start(ctx)
@@ -459,7 +470,7 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 		}
 		w.Write([]byte(msg))
 	})
-	mux.Handle("/metrics", metricsHandler(apiHostOnly{g: e.registry, host: apiHost(e.cfg.Host)}, e.metrics))
+	mux.Handle("/metrics", frame.MetricsHandler(frame.APIHostOnly{Gatherer: e.registry, Host: apiHost(e.cfg.Host)}, e.metrics))
 	if e.opts.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -483,4 +494,13 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// newObjectOf returns an empty object of a kind the engine reconciles.
+func (e *Engine) newObjectOf(kind string) (client.Object, bool) {
+	newObj, ok := e.newObject[kind]
+	if !ok {
+		return nil, false
+	}
+	return newObj(), true
 }

@@ -10,7 +10,7 @@ func (e *Engine) HolderAlive(h helm.Holder) bool {
 
 // WithPrivateExtraction returns o for an engine whose generators extract
 // their sources into trees of their own on every reconcile, as before the
-// shared trees (extractcache.go): the benchmark's peer.
+// shared trees (generator/extractcache.go): the benchmark's peer.
 func WithPrivateExtraction(o Options) Options {
 	o.privateExtraction = true
 	return o
@@ -18,7 +18,7 @@ func WithPrivateExtraction(o Options) Options {
 
 // Extractions is the number of source extractions the engine's
 // ArtifactGenerators started.
-func (e *Engine) Extractions() int64 { return e.extracts.extractions.Load() }
+func (e *Engine) Extractions() int64 { return e.generator.Extractions() }
 
 // PublishedTenants is the tenant placement of the shard assignment this
 // replica last read from the published ConfigMap; nil before it read one.

@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // helmReleaseReconciler admits HelmReleases (gate, dependsOn, chart
@@ -35,13 +36,13 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Gone: its tenant leaves the pool with its last release.
-			gone := nodeRef{Kind: helmv2.HelmReleaseKind, Namespace: req.Namespace, Name: req.Name}
+			gone := frame.Ref{Kind: helmv2.HelmReleaseKind, Namespace: req.Namespace, Name: req.Name}
 			e.unweigh(gone)
 			e.readsConfigs(gone, nil)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	self := nodeRef{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := frame.Ref{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}
 	tenant := e.tenantOf(obj)
 	if !obj.DeletionTimestamp.IsZero() {
 		e.graph.Remove(self)
@@ -82,9 +83,9 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	orig := obj.DeepCopy()
 	if out, ok := r.admit(ctx, obj, self); !ok {
 		obj.Status.ObservedGeneration = obj.Generation
-		obj.Status.LastHandledReconcileAt = handledRequest(obj)
+		obj.Status.LastHandledReconcileAt = frame.HandledRequest(obj)
 		return e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
-			timing{interval: obj.GetRequeueAfter(), backoff: true})
+			frame.Timing{Interval: obj.GetRequeueAfter(), Backoff: true})
 	}
 	e.dispatchHelm(obj, self, r.release)
 	return ctrl.Result{}, nil
@@ -92,23 +93,23 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // admit runs the checks that need no Helm: unsupported fields, the gate,
 // dependencies and the chart's source.
-func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (outcome, bool) {
+func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
 	e := r.e
 	if err := helmReleaseUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err), false
+		return frame.Stalled(UnsupportedFieldReason, err), false
 	}
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
-		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self)), false
+		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self)), false
 	}
-	deps, err := dependencies(helmv2.HelmReleaseKind, obj, obj.Spec.DependsOn)
+	deps, err := frame.Dependencies(helmv2.HelmReleaseKind, obj, obj.Spec.DependsOn)
 	if err != nil {
-		return stalled(meta.DependencyNotReadyReason, err), false
+		return frame.Stalled(meta.DependencyNotReadyReason, err), false
 	}
-	if err := checkExpressions(obj); err != nil {
-		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err)), false
+	if err := frame.CheckExpressions(obj); err != nil {
+		return frame.Stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err)), false
 	}
-	src := sourceRefOf(self, kind, ns, name)
+	src := frame.SourceRefOf(self, kind, ns, name)
 	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRequeueAfter()); !ok {
 		return out, false
 	}
@@ -118,7 +119,7 @@ func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelea
 	if _, out, ok := e.sourceArtifact(ctx, self, kind, ns, name); !ok {
 		return out, false
 	}
-	return outcome{}, true
+	return frame.Outcome{}, true
 }
 
 // tenantOf returns a HelmRelease's tenant: the TenantLabel's value, else
@@ -139,7 +140,7 @@ func (e *Engine) tenantOf(obj client.Object) string {
 
 // dispatchHelm queues the Helm work of a release on its tenant's shard.
 // The pool runs one item per release at a time.
-func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self nodeRef, work func(ctx context.Context, self nodeRef) (time.Duration, error)) {
+func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self frame.Ref, work func(ctx context.Context, self frame.Ref) (time.Duration, error)) {
 	e.progress.dispatched(self, time.Now())
 	e.pool.Add(e.tenantOf(obj), self.String(), func(ctx context.Context) error {
 		e.progress.started(self)
@@ -153,7 +154,7 @@ func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self nodeRef, work func(c
 
 // release does the Helm work for one HelmRelease, on a shard worker. It
 // reads the object afresh, so queued work always acts on the latest spec.
-func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time.Duration, error) {
+func (r *helmReleaseReconciler) release(ctx context.Context, self frame.Ref) (time.Duration, error) {
 	e := r.e
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
@@ -177,9 +178,9 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 		return 0, nil
 	}
 	obj.Status.ObservedGeneration = obj.Generation
-	obj.Status.LastHandledReconcileAt = handledRequest(obj)
+	obj.Status.LastHandledReconcileAt = frame.HandledRequest(obj)
 	res, err := e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
-		timing{interval: obj.GetRequeueAfter(), backoff: true})
+		frame.Timing{Interval: obj.GetRequeueAfter(), Backoff: true})
 	// The work ran on a shard worker, outside the controller's workqueue:
 	// the failure's backoff is kept here.
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: self.Namespace, Name: self.Name}}
@@ -190,11 +191,11 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self nodeRef) (time
 	return res.RequeueAfter, err
 }
 
-func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) outcome {
+func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) frame.Outcome {
 	e := r.e
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
-		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self))
+		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self))
 	}
 	if obj.Spec.Chart != nil {
 		obj.Status.SetChart(obj.GetHelmChartTemplateReference())
@@ -205,7 +206,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	values, err := r.values(ctx, obj, self)
 	if err != nil {
-		return failed("ValuesError", err)
+		return frame.Failed("ValuesError", err)
 	}
 	mgr, remote, out, ok := e.helmManagerOf(ctx, obj, self)
 	if !ok {
@@ -213,7 +214,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	chartPath, cleanup, err := chartArchive(e.store.Path(art))
 	if err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("%s: chart artifact %s: %w", self, art.Revision, err))
+		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: chart artifact %s: %w", self, art.Revision, err))
 	}
 	defer cleanup()
 	opts := helmOptions(obj, chartPath, values)
@@ -264,34 +265,34 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if cve := (*helm.ChartVersionError)(nil); errors.As(err, &cve) {
 		// helm-controller's words: the chart does not fit its source's
 		// revision, and nothing was done.
-		return failed(ChartMutateErrorReason, cve)
+		return frame.Failed(ChartMutateErrorReason, cve)
 	}
 	if err != nil {
 		setReleaseFailed(obj, res, rel, err)
 		setRemediated(obj, res, rel)
 		if res.Next.Kind == helm.NextStalled {
-			return retriesExceeded(obj, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err)).at(stage)
+			return retriesExceeded(obj, fmt.Errorf("%s: %s: %w", self, res.Next.Reason, err)).At(stage)
 		}
-		o := failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).at(stage)
-		o.requeueAfter = res.Next.After
-		if errors.Is(err, helm.ErrRecordConflict) && o.requeueAfter <= 0 {
+		o := frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).At(stage)
+		o.RequeueAfter = res.Next.After
+		if errors.Is(err, helm.ErrRecordConflict) && o.RequeueAfter <= 0 {
 			// Another holder wrote the release since it was read (a shard
 			// hand-off): read it again soon, not at the next interval.
-			o.requeueAfter = recordConflictRetry
+			o.RequeueAfter = recordConflictRetry
 		}
-		if apiUnavailable(err) && (o.requeueAfter <= 0 || o.requeueAfter > apiUnavailableRetry) {
+		if frame.APIUnavailable(err) && (o.RequeueAfter <= 0 || o.RequeueAfter > frame.APIUnavailableRetry) {
 			// The API server did not answer (restarted, etcd stalled):
 			// soon, not at the next interval (found by internal/chaos, seed 42).
-			o.requeueAfter = apiUnavailableRetry
+			o.RequeueAfter = frame.APIUnavailableRetry
 		}
 		return o
 	}
 	switch res.Next.Kind {
 	case helm.NextStalled:
-		return retriesExceeded(obj, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next))).at(stage)
+		return retriesExceeded(obj, errors.New(stalledMessage(obj.Status.Conditions, self, res.Next))).At(stage)
 	case helm.NextRetry:
-		o := failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason)).at(stage)
-		o.requeueAfter = res.Next.After
+		o := frame.Failed(meta.ProgressingWithRetryReason, fmt.Errorf("%s: %s", self, res.Next.Reason)).At(stage)
+		o.RequeueAfter = res.Next.After
 		return o
 	}
 	if res.Adopted {
@@ -302,15 +303,15 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		obj.Status.LastAttemptedConfigDigest = s.ConfigDigest
 		return testSummary(obj, adoptedOutcome(obj, s))
 	}
-	return testSummary(obj, releasedOutcome(obj, res, rel)).at(stage)
+	return testSummary(obj, releasedOutcome(obj, res, rel)).At(stage)
 }
 
 // testSummary gives a ready release's Ready condition the words
 // helm-controller's summary gives it: with spec.test.enable and test
 // failures not ignored, a TestSuccess=True at least as recent as Released
 // comes first, so Ready repeats "Helm test succeeded for release …".
-func testSummary(obj *helmv2.HelmRelease, o outcome) outcome {
-	if !o.ready || !obj.GetTest().Enable || obj.GetTest().IgnoreFailures {
+func testSummary(obj *helmv2.HelmRelease, o frame.Outcome) frame.Outcome {
+	if !o.Ready || !obj.GetTest().Enable || obj.GetTest().IgnoreFailures {
 		return o
 	}
 	t := conditions.Get(obj, helmv2.TestSuccessCondition)
@@ -320,7 +321,7 @@ func testSummary(obj *helmv2.HelmRelease, o outcome) outcome {
 	if r := conditions.Get(obj, helmv2.ReleasedCondition); r != nil && t.ObservedGeneration < r.ObservedGeneration {
 		return o
 	}
-	o.reason, o.message = t.Reason, t.Message
+	o.Reason, o.Message = t.Reason, t.Message
 	return o
 }
 
@@ -330,11 +331,11 @@ func testSummary(obj *helmv2.HelmRelease, o outcome) outcome {
 // Stalled=True RetriesExceeded "Failed to <action> after <n> attempt(s)".
 // Without a failed Released condition (a status write lost to a crash)
 // Ready says err, which names the cause from the failed record.
-func retriesExceeded(obj *helmv2.HelmRelease, err error) outcome {
-	out := stalled(meta.ReconciliationFailedReason, err)
+func retriesExceeded(obj *helmv2.HelmRelease, err error) frame.Outcome {
+	out := frame.Stalled(meta.ReconciliationFailedReason, err)
 	if c := conditions.Get(obj, helmv2.ReleasedCondition); c != nil && c.Status == metav1.ConditionFalse &&
 		(c.Reason == helmv2.InstallFailedReason || c.Reason == helmv2.UpgradeFailedReason) {
-		out.reason, out.message = c.Reason, c.Message
+		out.Reason, out.Message = c.Reason, c.Message
 	}
 	a := obj.Status.LastAttemptedReleaseAction
 	n := obj.Status.InstallFailures
@@ -342,7 +343,7 @@ func retriesExceeded(obj *helmv2.HelmRelease, err error) outcome {
 		n = obj.Status.UpgradeFailures
 	}
 	if a != "" && n > 0 {
-		out.stalledReason, out.stalledMessage = "RetriesExceeded", fmt.Sprintf("Failed to %s after %d attempt(s)", a, n)
+		out.StalledReason, out.StalledMessage = "RetriesExceeded", fmt.Sprintf("Failed to %s after %d attempt(s)", a, n)
 	}
 	return out
 }
@@ -421,11 +422,11 @@ const ChartMutateErrorReason = "ChartMutateError"
 // rollback made the latest) or none (cozy-aio installed the release before
 // it kept Released) is written for the latest revision, by the action
 // Helm says made it.
-func releasedOutcome(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) outcome {
+func releasedOutcome(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release) frame.Outcome {
 	h := obj.Status.History
 	if len(h) == 0 || h[0] == nil {
 		name, version := splitChart(res.Release.Chart)
-		return succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s@%s", actionVerb(res), rel.Namespace, rel.Name,
+		return frame.Succeeded("Helm %s succeeded for release %s/%s.v%d with chart %s@%s", actionVerb(res), rel.Namespace, rel.Name,
 			res.Release.Revision, name, version)
 	}
 	done := slices.ContainsFunc(res.Steps, func(s helm.Result) bool {
@@ -433,7 +434,7 @@ func releasedOutcome(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release
 	})
 	c := conditions.Get(obj, helmv2.ReleasedCondition)
 	if !done && c != nil && c.Status == metav1.ConditionTrue && strings.HasSuffix(c.Message, releasedTarget(h[0])) {
-		return outcome{ready: true, reason: c.Reason, message: c.Message}
+		return frame.Outcome{Ready: true, Reason: c.Reason, Message: c.Message}
 	}
 	verb, reason := string(helm.ActionUpgrade), helmv2.UpgradeSucceededReason
 	if actionVerb(res) == string(helm.ActionInstall) {
@@ -442,7 +443,7 @@ func releasedOutcome(obj *helmv2.HelmRelease, res helm.Outcome, rel helm.Release
 	msg := releasedMessage(verb, h[0])
 	conditions.MarkTrue(obj, helmv2.ReleasedCondition, reason, "%s", msg)
 	conditions.Delete(obj, helmv2.RemediatedCondition)
-	return outcome{ready: true, reason: reason, message: msg}
+	return frame.Outcome{Ready: true, Reason: reason, Message: msg}
 }
 
 // recordConflictRetry is how soon a release whose record another holder
@@ -458,7 +459,7 @@ const recordConflictRetry = 2 * time.Second
 // failed action and the status write, found by internal/chaos, seed 42),
 // the cause comes from the newest failed revision's record (Next.Cause):
 // Helm describes a failed revision with its error.
-func stalledMessage(prev []metav1.Condition, self nodeRef, next helm.Next) string {
+func stalledMessage(prev []metav1.Condition, self frame.Ref, next helm.Next) string {
 	msg := fmt.Sprintf("%s: %s", self, next.Reason)
 	if c := apimeta.FindStatusCondition(prev, meta.ReadyCondition); c != nil &&
 		c.Status == metav1.ConditionFalse && strings.HasPrefix(c.Message, msg) {
@@ -471,7 +472,7 @@ func stalledMessage(prev []metav1.Condition, self nodeRef, next helm.Next) strin
 }
 
 // uninstall removes a deleted HelmRelease's release, then its finalizer.
-func (r *helmReleaseReconciler) uninstall(ctx context.Context, self nodeRef) (time.Duration, error) {
+func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (time.Duration, error) {
 	e := r.e
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
@@ -528,7 +529,7 @@ func releaseRecorded(obj *helmv2.HelmRelease) bool {
 
 // releaseFinalizer deletes the HelmChart a deleted release owns, then
 // removes the release's finalizer.
-func (e *Engine) releaseFinalizer(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) error {
+func (e *Engine) releaseFinalizer(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) error {
 	if err := e.deleteHelmChart(ctx, obj); err != nil {
 		return fmt.Errorf("%s: %w", self, err)
 	}

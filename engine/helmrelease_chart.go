@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // chartFailureRetry is how soon a release whose HelmChart failed before
@@ -181,31 +183,31 @@ func subset(want, have map[string]string) bool {
 // HelmChart, <kind>/<namespace>/<name> otherwise); the one it had before,
 // when the template now gives another, and the one of a release that moved
 // to chartRef, it deletes. It writes only when something changed.
-func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (outcome, bool) {
+func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
 	if obj.Spec.Chart == nil {
 		if obj.Status.HelmChart != "" {
 			if err := e.deleteHelmChart(ctx, obj); err != nil {
-				return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+				return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 			}
 			obj.Status.HelmChart = ""
 		}
-		return outcome{}, true
+		return frame.Outcome{}, true
 	}
 	ref := obj.GetHelmChartTemplateReference()
 	want := chartTemplateFor(obj)
 	if e.opts.Restricted && ref.Namespace != obj.Namespace {
-		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chart.spec.sourceRef in namespace %s: %w", self, ref.Namespace, ErrCrossNamespace)), false
+		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chart.spec.sourceRef in namespace %s: %w", self, ref.Namespace, ErrCrossNamespace)), false
 	}
 	if old := obj.Status.GetHelmChartReference(); old != nil && !old.Matches(ref) {
 		if err := e.deleteHelmChart(ctx, obj); err != nil {
-			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+			return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 		}
 	}
 	obj.Status.SetChart(ref)
 	// Until the object has reconciled its latest spec, its artifact may
 	// be another version's: wait, as Flux does; its readiness wakes the
 	// release.
-	pending := waiting(meta.DependencyNotReadyReason, fmt.Sprintf("%s '%s/%s' is not ready: its latest generation is not reconciled yet", ref.Kind, ref.Namespace, ref.Name), 0)
+	pending := frame.Waiting(meta.DependencyNotReadyReason, fmt.Sprintf("%s '%s/%s' is not ready: its latest generation is not reconciled yet", ref.Kind, ref.Namespace, ref.Name), 0)
 	have := newGenerated(ref.Kind)
 	err := e.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {
@@ -222,12 +224,12 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 	observed, artifact := generatedStatus(have)
 	switch {
 	case err != nil:
-		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: creating or reading %s %s/%s: %w", self, ref.Kind, ref.Namespace, ref.Name, err)), false
+		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: creating or reading %s %s/%s: %w", self, ref.Kind, ref.Namespace, ref.Name, err)), false
 	case generatedChanged(have, want):
 		patch := client.MergeFrom(have.DeepCopyObject().(client.Object))
 		setGeneratedSpec(have, want)
 		if err := e.mgr.GetClient().Patch(ctx, have, patch); err != nil {
-			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: updating %s %s/%s: %w", self, ref.Kind, ref.Namespace, ref.Name, err)), false
+			return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: updating %s %s/%s: %w", self, ref.Kind, ref.Namespace, ref.Name, err)), false
 		}
 		return pending, false
 	case observed != have.GetGeneration():
@@ -237,10 +239,10 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 		// readiness wakes the release when it turns Ready; a failure that
 		// only changes its cause does not, hence the retry.
 		if c := conditions.Get(have.(conditions.Getter), meta.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
-			return waiting(meta.ArtifactFailedReason, fmt.Sprintf("%s '%s/%s' is not ready: %s", ref.Kind, ref.Namespace, ref.Name, c.Message), chartFailureRetry), false
+			return frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("%s '%s/%s' is not ready: %s", ref.Kind, ref.Namespace, ref.Name, c.Message), chartFailureRetry), false
 		}
 	}
-	return outcome{}, true
+	return frame.Outcome{}, true
 }
 
 func mergeStrings(dst, src map[string]string) map[string]string {

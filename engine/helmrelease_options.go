@@ -25,6 +25,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
@@ -41,33 +42,33 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 	// keys), and the CRD refuses the others with it.
 	ts := tpl.Spec.OCIRepositorySpec
 	oci := tpl.Kind == sourcev1.OCIRepositoryKind
-	return unsupported(helmv2.HelmReleaseKind,
-		fieldCheck{"spec.chart.kind (other than HelmChart or OCIRepository)", tpl.Kind != "" && tpl.Kind != sourcev1.HelmChartKind && !oci},
-		fieldCheck{"spec.chart.spec.verify without secretRef (keyless cosign)", ts.Verify != nil && ts.Verify.SecretRef == nil && ts.Verify.Provider != "notation"},
-		fieldCheck{"spec.chart.spec.verify.trustedRootSecretRef", ts.Verify != nil && ts.Verify.TrustedRootSecretRef != nil},
-		fieldCheck{"spec.chart.spec.provider", ts.Provider != "" && (!oci || ts.Provider != sourcev1.GenericOCIProvider)},
-		fieldCheck{"spec.chart.spec.serviceAccountName", ts.ServiceAccountName != ""},
-		fieldCheck{"spec.chart.spec.url", !oci && ts.URL != ""},
-		fieldCheck{"spec.chart.spec.ref", !oci && ts.Reference != nil},
-		fieldCheck{"spec.chart.spec.layerSelector", !oci && ts.LayerSelector != nil},
-		fieldCheck{"spec.chart.spec.secretRef", !oci && ts.SecretRef != nil},
-		fieldCheck{"spec.chart.spec.certSecretRef", !oci && ts.CertSecretRef != nil},
-		fieldCheck{"spec.chart.spec.proxySecretRef", !oci && ts.ProxySecretRef != nil},
-		fieldCheck{"spec.chart.spec.timeout", !oci && ts.Timeout != nil},
-		fieldCheck{"spec.chart.spec.ignore", !oci && ts.Ignore != nil},
-		fieldCheck{"spec.chart.spec.insecure", !oci && ts.Insecure},
-		fieldCheck{"spec.chart.spec.suspend", !oci && ts.Suspend},
+	return frame.Unsupported(helmv2.HelmReleaseKind,
+		frame.FieldCheck{Path: "spec.chart.kind (other than HelmChart or OCIRepository)", Set: tpl.Kind != "" && tpl.Kind != sourcev1.HelmChartKind && !oci},
+		frame.FieldCheck{Path: "spec.chart.spec.verify without secretRef (keyless cosign)", Set: ts.Verify != nil && ts.Verify.SecretRef == nil && ts.Verify.Provider != "notation"},
+		frame.FieldCheck{Path: "spec.chart.spec.verify.trustedRootSecretRef", Set: ts.Verify != nil && ts.Verify.TrustedRootSecretRef != nil},
+		frame.FieldCheck{Path: "spec.chart.spec.provider", Set: ts.Provider != "" && (!oci || ts.Provider != sourcev1.GenericOCIProvider)},
+		frame.FieldCheck{Path: "spec.chart.spec.serviceAccountName", Set: ts.ServiceAccountName != ""},
+		frame.FieldCheck{Path: "spec.chart.spec.url", Set: !oci && ts.URL != ""},
+		frame.FieldCheck{Path: "spec.chart.spec.ref", Set: !oci && ts.Reference != nil},
+		frame.FieldCheck{Path: "spec.chart.spec.layerSelector", Set: !oci && ts.LayerSelector != nil},
+		frame.FieldCheck{Path: "spec.chart.spec.secretRef", Set: !oci && ts.SecretRef != nil},
+		frame.FieldCheck{Path: "spec.chart.spec.certSecretRef", Set: !oci && ts.CertSecretRef != nil},
+		frame.FieldCheck{Path: "spec.chart.spec.proxySecretRef", Set: !oci && ts.ProxySecretRef != nil},
+		frame.FieldCheck{Path: "spec.chart.spec.timeout", Set: !oci && ts.Timeout != nil},
+		frame.FieldCheck{Path: "spec.chart.spec.ignore", Set: !oci && ts.Ignore != nil},
+		frame.FieldCheck{Path: "spec.chart.spec.insecure", Set: !oci && ts.Insecure},
+		frame.FieldCheck{Path: "spec.chart.spec.suspend", Set: !oci && ts.Suspend},
 		// Helm 4's rollback has no --recreate-pods.
-		fieldCheck{"spec.rollback.recreate", obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
-		fieldCheck{"spec.rollback.serverSideApply: disabled", obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},
-		fieldCheck{"spec.waitStrategy (other than poller or legacy)", obj.Spec.WaitStrategy != nil && obj.Spec.WaitStrategy.Name != "" &&
+		frame.FieldCheck{Path: "spec.rollback.recreate", Set: obj.Spec.Rollback != nil && obj.Spec.Rollback.Recreate},
+		frame.FieldCheck{Path: "spec.rollback.serverSideApply: disabled", Set: obj.Spec.Rollback != nil && obj.Spec.Rollback.ServerSideApply == helmv2.ServerSideApplyDisabled},
+		frame.FieldCheck{Path: "spec.waitStrategy (other than poller or legacy)", Set: obj.Spec.WaitStrategy != nil && obj.Spec.WaitStrategy.Name != "" &&
 			obj.Spec.WaitStrategy.Name != helmv2.WaitStrategyPoller && obj.Spec.WaitStrategy.Name != helmv2.WaitStrategyLegacy},
-		fieldCheck{"spec.install.serverSideApply: false", in.ServerSideApply != nil && !*in.ServerSideApply},
-		fieldCheck{"spec.upgrade.serverSideApply: disabled", up.ServerSideApply == helmv2.ServerSideApplyDisabled},
-		fieldCheck{"spec.upgrade.chartNameChangeStrategy", up.ChartNameChangeStrategy != ""},
+		frame.FieldCheck{Path: "spec.install.serverSideApply: false", Set: in.ServerSideApply != nil && !*in.ServerSideApply},
+		frame.FieldCheck{Path: "spec.upgrade.serverSideApply: disabled", Set: up.ServerSideApply == helmv2.ServerSideApplyDisabled},
+		frame.FieldCheck{Path: "spec.upgrade.chartNameChangeStrategy", Set: up.ChartNameChangeStrategy != ""},
 		// cozy-aio runs no post-renderer (not even Flux's origin labels),
 		// so only the default strategy means the same.
-		fieldCheck{"spec.postRenderStrategy (other than combined)", obj.Spec.PostRenderStrategy != "" &&
+		frame.FieldCheck{Path: "spec.postRenderStrategy (other than combined)", Set: obj.Spec.PostRenderStrategy != "" &&
 			obj.Spec.PostRenderStrategy != helmv2.PostRenderStrategyCombined},
 	)
 }
@@ -75,7 +76,7 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 // values merges valuesFrom (in order, with targetPath and literal) and then
 // spec.values with Flux's own fluxcd/pkg/chartutil, so the result is the
 // one helm-controller computes.
-func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self nodeRef) (map[string]any, error) {
+func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (map[string]any, error) {
 	v, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), r.e.mgr.GetClient(), obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", self, valuesRefOf(obj, err), err)
@@ -109,7 +110,7 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 	timeout := obj.GetTimeout()
 	wait := waitOf(obj, in.DisableWait)
 	// Compiled by checkExpressions in admit already: no error here.
-	checker, _ := healthChecker(obj.Spec.HealthCheckExprs)
+	checker, _ := frame.HealthChecker(obj.Spec.HealthCheckExprs)
 	o := helm.ReconcileOptions{
 		Spec: helm.Spec{
 			Chart:                   helm.Chart{Path: chartPath},
@@ -208,7 +209,7 @@ func retryIgnoresTests() *bool {
 
 func installRemediation(in helmv2.Install) helm.Remediation {
 	if in.Strategy != nil && in.Strategy.Name == string(helmv2.ActionStrategyRetryOnFailure) {
-		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(in.Strategy.RetryInterval, 0),
+		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: frame.DurationOr(in.Strategy.RetryInterval, 0),
 			IgnoreTestFailures: retryIgnoresTests()}
 	}
 	out := helm.Remediation{Strategy: helm.RemediateOnFailure}
@@ -221,7 +222,7 @@ func installRemediation(in helmv2.Install) helm.Remediation {
 
 func upgradeRemediation(up helmv2.Upgrade) helm.Remediation {
 	if up.Strategy != nil && up.Strategy.Name == string(helmv2.ActionStrategyRetryOnFailure) {
-		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: durationOr(up.Strategy.RetryInterval, 0),
+		return helm.Remediation{Strategy: helm.RetryOnFailure, RetryInterval: frame.DurationOr(up.Strategy.RetryInterval, 0),
 			IgnoreTestFailures: retryIgnoresTests()}
 	}
 	out := helm.Remediation{Strategy: helm.RemediateOnFailure}
@@ -415,11 +416,11 @@ func snapshotFrom(s *helmv2.Snapshot) helm.Snapshot {
 // and cozy-aio found in sync: helm-controller's own (its Released
 // condition, which its Ready repeats), so that the takeover changes none
 // of its words.
-func adoptedOutcome(obj *helmv2.HelmRelease, s helm.Snapshot) outcome {
+func adoptedOutcome(obj *helmv2.HelmRelease, s helm.Snapshot) frame.Outcome {
 	if c := conditions.Get(obj, helmv2.ReleasedCondition); c != nil && c.Status == metav1.ConditionTrue {
-		return outcome{ready: true, reason: c.Reason, message: c.Message}
+		return frame.Outcome{Ready: true, Reason: c.Reason, Message: c.Message}
 	}
-	return succeeded("Helm release %s/%s.v%d with chart %s@%s is in sync", s.Namespace, s.Name, s.Version, s.ChartName, s.ChartVersion)
+	return frame.Succeeded("Helm release %s/%s.v%d with chart %s@%s is in sync", s.Namespace, s.Name, s.Version, s.ChartName, s.ChartVersion)
 }
 
 // splitChart splits Helm's "name-version" at the last dash before a digit.
@@ -481,7 +482,7 @@ func postRender(obj *helmv2.HelmRelease) helm.PostRender {
 // what the post-renderer was given, and for each image override matching
 // no image of what it rendered, as for a Kustomization's spec.patches and
 // spec.images.
-func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self nodeRef) func(int, []byte, []byte) {
+func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self frame.Ref) func(int, []byte, []byte) {
 	var specIndex []int // overlay index → spec.postRenderers index
 	for i, r := range obj.Spec.PostRenderers {
 		if r.Kustomize != nil {

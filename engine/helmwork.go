@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/health"
 	"github.com/cozystack/cozy-aio/shard"
 )
@@ -22,9 +23,9 @@ type helmWork struct {
 	err     error
 
 	mu       sync.Mutex
-	releases map[string]map[nodeRef]bool // tenant → its HelmReleases
-	gone     map[nodeRef]string          // tenant of each release being deleted
-	timers   map[nodeRef]*time.Timer
+	releases map[string]map[frame.Ref]bool // tenant → its HelmReleases
+	gone     map[frame.Ref]string          // tenant of each release being deleted
+	timers   map[frame.Ref]*time.Timer
 	// finalizers are the HelmReleases this process sent the finalizer
 	// to, by UID, with the resourceVersion they had before: a reconcile
 	// that reads that version from a cache which has not seen the patch
@@ -90,15 +91,15 @@ func (e *Engine) finalizerSent(obj client.Object, add bool) bool {
 // weigh records that tenant holds ref, and updates the tenant's weight in
 // the pool when it changed: the weight of a tenant is its number of
 // HelmReleases.
-func (e *Engine) weigh(tenant string, ref nodeRef, present bool) {
+func (e *Engine) weigh(tenant string, ref frame.Ref, present bool) {
 	e.helm.mu.Lock()
 	defer e.helm.mu.Unlock()
 	if e.helm.releases == nil {
-		e.helm.releases = map[string]map[nodeRef]bool{}
+		e.helm.releases = map[string]map[frame.Ref]bool{}
 	}
 	set := e.helm.releases[tenant]
 	if set == nil {
-		set = map[nodeRef]bool{}
+		set = map[frame.Ref]bool{}
 		e.helm.releases[tenant] = set
 	}
 	if set[ref] == present {
@@ -110,7 +111,7 @@ func (e *Engine) weigh(tenant string, ref nodeRef, present bool) {
 	} else {
 		delete(set, ref)
 		if e.helm.gone == nil {
-			e.helm.gone = map[nodeRef]string{}
+			e.helm.gone = map[frame.Ref]string{}
 		}
 		e.helm.gone[ref] = tenant
 	}
@@ -125,7 +126,7 @@ func (e *Engine) weigh(tenant string, ref nodeRef, present bool) {
 // unweigh is told that HelmRelease ref is gone. Its tenant leaves the pool
 // if it has no release left: the uninstall of its last release placed it
 // again (with weight 1) after weigh took it out.
-func (e *Engine) unweigh(ref nodeRef) {
+func (e *Engine) unweigh(ref frame.Ref) {
 	e.helm.mu.Lock()
 	defer e.helm.mu.Unlock()
 	tenant, ok := e.helm.gone[ref]
@@ -152,11 +153,11 @@ func (e *Engine) unweigh(ref nodeRef) {
 
 // enqueueAfter wakes ref after d; a later call for the same ref replaces
 // the earlier one.
-func (e *Engine) enqueueAfter(ref nodeRef, d time.Duration) {
+func (e *Engine) enqueueAfter(ref frame.Ref, d time.Duration) {
 	e.helm.mu.Lock()
 	defer e.helm.mu.Unlock()
 	if e.helm.timers == nil {
-		e.helm.timers = map[nodeRef]*time.Timer{}
+		e.helm.timers = map[frame.Ref]*time.Timer{}
 	}
 	if t, ok := e.helm.timers[ref]; ok {
 		t.Stop()

@@ -18,6 +18,6 @@ func (e *Engine) kinds() []kindController {
 		{kind: sourcev1.HelmChartKind, newObject: func() client.Object { return &sourcev1.HelmChart{} }, reconciler: &helmChartReconciler{e: e}},
 		{kind: kustomizev1.KustomizationKind, newObject: func() client.Object { return &kustomizev1.Kustomization{} }, reconciler: &kustomizationReconciler{e: e}},
 		{kind: helmv2.HelmReleaseKind, newObject: func() client.Object { return &helmv2.HelmRelease{} }, reconciler: &helmReleaseReconciler{e: e}},
-		{kind: swv1beta1.ArtifactGeneratorKind, newObject: func() client.Object { return &swv1beta1.ArtifactGenerator{} }, reconciler: &artifactGeneratorReconciler{e: e}},
+		{kind: swv1beta1.ArtifactGeneratorKind, newObject: func() client.Object { return &swv1beta1.ArtifactGenerator{} }, reconciler: e.generator},
 	}
 }

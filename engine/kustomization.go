@@ -17,12 +17,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/health"
 )
 
 // Finalizer is set on objects whose deletion must clean up: a pruning
 // Kustomization deletes its inventory, as in Flux.
-const Finalizer = "finalizers.fluxcd.io"
+const Finalizer = frame.Finalizer
 
 type kustomizationReconciler struct{ e *Engine }
 
@@ -31,11 +32,11 @@ func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	obj := &kustomizev1.Kustomization{}
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			e.readsConfigs(nodeRef{Kind: kustomizev1.KustomizationKind, Namespace: req.Namespace, Name: req.Name}, nil)
+			e.readsConfigs(frame.Ref{Kind: kustomizev1.KustomizationKind, Namespace: req.Namespace, Name: req.Name}, nil)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	self := nodeRef{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := frame.Ref{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
 	if !obj.DeletionTimestamp.IsZero() {
 		e.readsConfigs(self, nil)
 		return ctrl.Result{}, r.finalize(ctx, obj, self)
@@ -51,24 +52,24 @@ func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	orig := obj.DeepCopy()
 	out := r.reconcile(ctx, obj, self)
 	obj.Status.ObservedGeneration = obj.Generation
-	obj.Status.LastHandledReconcileAt = handledRequest(obj)
+	obj.Status.LastHandledReconcileAt = frame.HandledRequest(obj)
 	return e.finish(ctx, kustomizev1.KustomizationKind, obj, orig, start, out,
-		timing{interval: obj.GetRequeueAfter(), retry: obj.GetRetryInterval()})
+		frame.Timing{Interval: obj.GetRequeueAfter(), Retry: obj.GetRetryInterval()})
 }
 
-func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) outcome {
+func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) frame.Outcome {
 	e := r.e
 	if err := kustomizationUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return frame.Stalled(UnsupportedFieldReason, err)
 	}
-	if err := checkExpressions(obj); err != nil {
-		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
+	if err := frame.CheckExpressions(obj); err != nil {
+		return frame.Stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
 	}
-	deps, err := dependencies(kustomizev1.KustomizationKind, obj, obj.Spec.DependsOn)
+	deps, err := frame.Dependencies(kustomizev1.KustomizationKind, obj, obj.Spec.DependsOn)
 	if err != nil {
-		return stalled(meta.DependencyNotReadyReason, err)
+		return frame.Stalled(meta.DependencyNotReadyReason, err)
 	}
-	src := sourceRefOf(self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
+	src := frame.SourceRefOf(self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
 	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRetryInterval()); !ok {
 		return out
 	}
@@ -79,7 +80,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	obj.Status.LastAttemptedRevision = art.Revision
 	key := waitKey{ref: self, generation: obj.Generation, revision: art.Revision}
 	if out, pending := e.waits.outcome(key); pending {
-		if out.reason != "" {
+		if out.Reason != "" {
 			obj.Status.LastAppliedRevision = revisionIfReady(out, art.Revision, obj.Status.LastAppliedRevision)
 		}
 		return out
@@ -94,7 +95,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	}
 	applier, err := target.Value.applierFor(e.kustomizeManagers(), obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
 	if err != nil {
-		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
 	owner := apply.Owner{LabelPrefix: "kustomize.toolkit.fluxcd.io", Name: obj.Name, Namespace: obj.Namespace}
 	policy := apply.ImmutableFail
@@ -104,7 +105,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout(),
 		Ignore: ignoreRules(obj.Spec.Ignore)})
 	if err != nil {
-		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, remoteError(target.Source, err)))
+		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, remoteError(target.Source, err)))
 	}
 	r.changeSetEvent(obj, kustomizev1.ActionApply, cs.Log(false))
 	next := cs.Inventory()
@@ -114,19 +115,19 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 		r.changeSetEvent(obj, kustomizev1.ActionPrune, pruned.Log(true))
 		if err != nil {
 			obj.Status.Inventory = toFluxInventory(next)
-			return failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, remoteError(target.Source, err)))
+			return frame.Failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, remoteError(target.Source, err)))
 		}
 	}
 	obj.Status.Inventory = toFluxInventory(next)
 	checks := r.healthChecks(obj, next)
 	if len(checks) == 0 {
 		obj.Status.LastAppliedRevision = art.Revision
-		return succeeded("Applied revision: %s", art.Revision)
+		return frame.Succeeded("Applied revision: %s", art.Revision)
 	}
 	if err := e.startWait(target.Value, key, obj.Spec.HealthCheckExprs, checks, obj.GetTimeout()); err != nil {
-		return stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
+		return frame.Stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
 	}
-	return waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d objects to become ready", art.Revision, len(checks)), 0)
+	return frame.Waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d objects to become ready", art.Revision, len(checks)), 0)
 }
 
 // changeSetEvent records what an apply or a prune changed, as
@@ -140,8 +141,8 @@ func (r *kustomizationReconciler) changeSetEvent(obj *kustomizev1.Kustomization,
 	}
 }
 
-func revisionIfReady(out outcome, rev, prev string) string {
-	if out.ready {
+func revisionIfReady(out frame.Outcome, rev, prev string) string {
+	if out.Ready {
 		return rev
 	}
 	return prev
@@ -157,7 +158,7 @@ func (r *kustomizationReconciler) ensureFinalizer(ctx context.Context, obj *kust
 }
 
 // finalize prunes a deleted Kustomization's inventory, then lets it go.
-func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) error {
+func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) error {
 	e := r.e
 	e.graph.Remove(self)
 	e.waits.forget(self)
@@ -239,9 +240,9 @@ func deletesOnFinalize(obj *kustomizev1.Kustomization) bool {
 }
 
 func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
-	return unsupported(kustomizev1.KustomizationKind,
+	return frame.Unsupported(kustomizev1.KustomizationKind,
 		// Cloud KMS workload identity; the keys of the Secret are age.
-		fieldCheck{"spec.decryption.serviceAccountName", obj.Spec.Decryption != nil && obj.Spec.Decryption.ServiceAccountName != ""},
+		frame.FieldCheck{Path: "spec.decryption.serviceAccountName", Set: obj.Spec.Decryption != nil && obj.Spec.Decryption.ServiceAccountName != ""},
 	)
 }
 

@@ -21,6 +21,7 @@ import (
 	kusttypes "sigs.k8s.io/kustomize/api/types"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/health"
 	"github.com/cozystack/cozy-aio/source"
 )
@@ -38,22 +39,22 @@ const UnmatchedPatchReason = "UnmatchedPatchTarget"
 // build extracts the artifact, builds spec.path with kustomize and Flux's
 // overlay of the spec, substitutes post-build variables and sets the
 // common metadata, in kustomize-controller's order.
-func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef, art source.Artifact) ([]*unstructured.Unstructured, outcome, bool) {
+func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, art source.Artifact) ([]*unstructured.Unstructured, frame.Outcome, bool) {
 	e := r.e
 	tmp, err := os.MkdirTemp("", "cozy-build-")
 	if err != nil {
-		return nil, failed(meta.BuildFailedReason, err), false
+		return nil, frame.Failed(meta.BuildFailedReason, err), false
 	}
 	defer os.RemoveAll(tmp)
 	if err := e.store.Extract(ctx, art, tmp, source.ExtractOptions{}); err != nil {
-		return nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting artifact %s: %w", self, art.Revision, err)), false
+		return nil, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting artifact %s: %w", self, art.Revision, err)), false
 	}
 	dir, err := securejoin.SecureJoin(tmp, obj.Spec.Path)
 	if err != nil {
-		return nil, stalled(meta.InvalidPathReason, fmt.Errorf("%s: path %q: %w", self, obj.Spec.Path, err)), false
+		return nil, frame.Stalled(meta.InvalidPathReason, fmt.Errorf("%s: path %q: %w", self, obj.Spec.Path, err)), false
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, failed(meta.InvalidPathReason, fmt.Errorf("%s: path %q not found in revision %s", self, obj.Spec.Path, art.Revision)), false
+		return nil, frame.Failed(meta.InvalidPathReason, fmt.Errorf("%s: path %q not found in revision %s", self, obj.Spec.Path, art.Revision)), false
 	}
 	// Flux's own generator writes the overlay of the spec's kustomize
 	// fields (targetNamespace, namePrefix/Suffix, patches, images,
@@ -62,10 +63,10 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	// kustomize-controller renders.
 	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	if _, err := fluxkustomize.NewGenerator(tmp, unstructured.Unstructured{Object: spec}).WriteFile(dir); err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: generating the kustomization: %w", self, relPaths(err, tmp))), false
+		return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: generating the kustomization: %w", self, relPaths(err, tmp))), false
 	}
 	bopts := apply.BuildOptions{Root: tmp, AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted}
 	if obj.Spec.Decryption != nil {
@@ -78,7 +79,7 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	if pb := obj.Spec.PostBuild; pb != nil {
 		vars, err := r.substitutions(ctx, obj, self)
 		if err != nil {
-			return nil, failed(meta.BuildFailedReason, err), false
+			return nil, frame.Failed(meta.BuildFailedReason, err), false
 		}
 		bopts.Substitute = &apply.SubstituteOptions{
 			Vars:   vars,
@@ -91,7 +92,7 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 		return nil, decryptFailed(self, err), false
 	}
 	if err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
+		return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, relPaths(err, tmp))), false
 	}
 	for _, i := range apply.UnusedImages(objs, obj.Spec.Images) {
 		// kustomize ignores an override that matches nothing; a warning
@@ -103,14 +104,14 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	for _, o := range objs {
 		// As Flux: ciphertext is never applied as a Secret's data.
 		if _, sops, _ := unstructured.NestedFieldNoCopy(o.Object, "sops"); sops && o.GetKind() == "Secret" && o.GetAPIVersion() == "v1" {
-			return nil, failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s is SOPS encrypted, configuring decryption is required for this secret to be reconciled",
+			return nil, frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %s is SOPS encrypted, configuring decryption is required for this secret to be reconciled",
 				self, health.RefOf(o))), false
 		}
 	}
 	if e.opts.Restricted {
 		for _, o := range objs {
 			if o.GetNamespace() != "" && o.GetNamespace() != obj.Namespace && obj.Spec.TargetNamespace == "" {
-				return nil, stalled(meta.BuildFailedReason, fmt.Errorf("%s: object %s/%s/%s is in another namespace: %w",
+				return nil, frame.Stalled(meta.BuildFailedReason, fmt.Errorf("%s: object %s/%s/%s is in another namespace: %w",
 					self, o.GetKind(), o.GetNamespace(), o.GetName(), ErrCrossNamespace)), false
 			}
 		}
@@ -122,18 +123,18 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	// a switch from Flux, or back, writes nothing. After the checks above,
 	// which read fields the types drop (a Secret's sops).
 	if err := normalize.UnstructuredList(objs); err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	if cm := obj.Spec.CommonMetadata; cm != nil {
 		ssautils.SetCommonMetadata(objs, cm.Labels, cm.Annotations)
 	}
-	return objs, outcome{}, true
+	return objs, frame.Outcome{}, true
 }
 
 // warnUnmatchedPatches records a Warning Event for each spec.patches
 // entry whose target selects no object: kustomize (and Flux) apply it to
 // nothing and say nothing, so the build goes on as Flux's would.
-func (r *kustomizationReconciler) warnUnmatchedPatches(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef, dir string, bopts apply.BuildOptions) {
+func (r *kustomizationReconciler) warnUnmatchedPatches(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, dir string, bopts apply.BuildOptions) {
 	targets := make([]*kusttypes.Selector, len(obj.Spec.Patches))
 	for i, p := range obj.Spec.Patches {
 		targets[i] = kustSelector(p.Target)
@@ -170,7 +171,7 @@ func relPaths(err error, tmp string) error {
 
 // substitutions merges postBuild.substituteFrom (in order) and then
 // postBuild.substitute, later values winning.
-func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) (map[string]string, error) {
+func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) (map[string]string, error) {
 	vars := map[string]string{}
 	for _, ref := range obj.Spec.PostBuild.SubstituteFrom {
 		key := client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}

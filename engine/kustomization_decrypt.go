@@ -17,32 +17,33 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply/decrypt"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // decryption prepares spec.decryption as kustomize-controller does: the
 // files that secretGenerators and patches read are decrypted in the
 // extracted copy (tmp) before the build, and the returned hook decrypts
 // the rendered objects after it, before substitution.
-func (r *kustomizationReconciler) decryption(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef, tmp, dir string) (func(*unstructured.Unstructured) (bool, error), outcome, bool) {
+func (r *kustomizationReconciler) decryption(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, tmp, dir string) (func(*unstructured.Unstructured) (bool, error), frame.Outcome, bool) {
 	d, out, ok := r.decryptor(ctx, obj, self)
 	if !ok {
 		return nil, out, false
 	}
 	rel, err := filepath.Rel(tmp, dir)
 	if err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)).at(string(kustomizev1.ActionDecrypt)), false
+		return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)).At(string(kustomizev1.ActionDecrypt)), false
 	}
 	if err := d.Sources(tmp, filepath.ToSlash(rel)); err != nil {
 		return nil, decryptFailed(self, err), false
 	}
-	return objectDecrypter(d, tmp), outcome{}, true
+	return objectDecrypter(d, tmp), frame.Outcome{}, true
 }
 
 // decryptor reads the age identities of spec.decryption.secretRef. A
 // Kustomization without a secretRef gets a decryptor without identities,
 // which opens nothing: cozy-aio never decrypts with keys of its own
 // environment.
-func (r *kustomizationReconciler) decryptor(ctx context.Context, obj *kustomizev1.Kustomization, self nodeRef) (*decrypt.Decryptor, outcome, bool) {
+func (r *kustomizationReconciler) decryptor(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) (*decrypt.Decryptor, frame.Outcome, bool) {
 	var data map[string][]byte
 	name := "spec.decryption.secretRef"
 	if ref := obj.Spec.Decryption.SecretRef; ref != nil {
@@ -50,24 +51,24 @@ func (r *kustomizationReconciler) decryptor(ctx context.Context, obj *kustomizev
 		name = fmt.Sprintf("Secret/%s/%s", key.Namespace, key.Name)
 		var s corev1.Secret
 		if err := r.e.mgr.GetClient().Get(ctx, key, &s); err != nil {
-			return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption %s: %w", self, name, err)).at(string(kustomizev1.ActionDecrypt)), false
+			return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption %s: %w", self, name, err)).At(string(kustomizev1.ActionDecrypt)), false
 		}
 		data = s.Data
 	}
 	d, err := decrypt.New(data, decrypt.Options{Secret: name})
 	if err != nil {
-		return nil, failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)).at(string(kustomizev1.ActionDecrypt)), false
+		return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: %w", self, err)).At(string(kustomizev1.ActionDecrypt)), false
 	}
-	return d, outcome{}, true
+	return d, frame.Outcome{}, true
 }
 
 // decryptFailed is the outcome of a decryption error: UnsupportedField for
 // a document only other key types open, a build failure otherwise.
-func decryptFailed(self nodeRef, err error) outcome {
+func decryptFailed(self frame.Ref, err error) frame.Outcome {
 	if uk := (*decrypt.UnsupportedKeyError)(nil); errors.As(err, &uk) {
-		return stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.decryption: %w", self, err)).at(string(kustomizev1.ActionDecrypt))
+		return frame.Stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.decryption: %w", self, err)).At(string(kustomizev1.ActionDecrypt))
 	}
-	return failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption failed: %w", self, err)).at(string(kustomizev1.ActionDecrypt))
+	return frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption failed: %w", self, err)).At(string(kustomizev1.ActionDecrypt))
 }
 
 // objectDecrypter is the build's decrypt hook: it decrypts each rendered

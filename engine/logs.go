@@ -1,77 +1,19 @@
 package engine
 
 import (
-	"context"
-	"errors"
-	"strings"
-	"time"
-
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // log returns the engine's logger.
 func (e *Engine) log() logr.Logger { return e.mgr.GetLogger() }
 
-// reconcileLog returns the logger of one reconcile with Flux's keys:
-// controller, controllerKind, name, namespace and reconcileID. A
-// controller's reconcile carries them in ctx already; Helm work on a shard
-// worker gets them here.
-func (e *Engine) reconcileLog(ctx context.Context, kind string, obj object) logr.Logger {
-	if l, err := logr.FromContext(ctx); err == nil {
-		return l
-	}
-	return e.log().WithValues("controller", strings.ToLower(kind), "controllerKind", kind,
-		"name", obj.GetName(), "namespace", obj.GetNamespace(), "reconcileID", string(uuid.NewUUID()))
-}
-
-// logOutcome writes one line per reconcile outcome: info when the object
-// became ready or changed, error with the cause on failure, and nothing at
-// info for a reconcile that changed nothing.
-func (e *Engine) logOutcome(ctx context.Context, kind string, obj, orig object, start time.Time, out outcome) {
-	l := e.reconcileLog(ctx, kind, obj).WithValues("revision", revisionOf(obj), "duration", time.Since(start).Round(time.Millisecond).String())
-	before, after := conditions.Get(orig, meta.ReadyCondition), conditions.Get(obj, meta.ReadyCondition)
-	changed := before == nil || after == nil || before.Status != after.Status || before.Reason != after.Reason ||
-		before.Message != after.Message || revisionOf(orig) != revisionOf(obj)
-	switch {
-	case out.ready && changed:
-		l.Info(out.message, "reason", out.reason)
-	case out.ready:
-		l.V(1).Info(out.message, "reason", out.reason)
-	case out.waiting && changed:
-		l.Info(out.message, "reason", out.reason)
-	case out.waiting:
-		l.V(1).Info(out.message, "reason", out.reason)
-	default:
-		l.Error(errors.New(out.message), "Reconciliation failed", "reason", out.reason, "stalled", out.stalled)
-	}
-}
-
-// revisionOf returns the revision an object last acted on: a source's
-// artifact, a Kustomization's or HelmRelease's last attempted revision.
-func revisionOf(obj object) string {
-	switch o := obj.(type) {
-	case *kustomizev1.Kustomization:
-		return o.Status.LastAttemptedRevision
-	case *helmv2.HelmRelease:
-		return o.Status.LastAttemptedRevision
-	case interface{ GetArtifact() *meta.Artifact }:
-		if a := o.GetArtifact(); a != nil {
-			return a.Revision
-		}
-	}
-	return ""
-}
-
 // logHelmSteps logs the end of each Helm action a reconcile ran, with the
 // release and the revision it left.
-func (e *Engine) logHelmSteps(self nodeRef, rel helm.Release, res helm.Outcome, err error) {
+func (e *Engine) logHelmSteps(self frame.Ref, rel helm.Release, res helm.Outcome, err error) {
 	l := e.log().WithValues("controller", "helmrelease", "controllerKind", helmv2.HelmReleaseKind,
 		"name", self.Name, "namespace", self.Namespace, "release", rel.Namespace+"/"+rel.Name)
 	for _, s := range res.Steps {

@@ -16,13 +16,13 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
-	"github.com/cozystack/cozy-aio/source/generate"
 	"github.com/cozystack/cozy-aio/source/git"
 	"github.com/cozystack/cozy-aio/source/oci"
 )
@@ -73,10 +73,10 @@ func (e *Engine) stored(a source.Artifact) bool {
 // materializedOutcome turns a failed materialisation into the dependent's
 // outcome: a digest mismatch is a failure that only a new status resolves
 // (which wakes the dependent); anything else is retried soon.
-func materializedOutcome(err error) outcome {
-	out := failed(meta.ArtifactFailedReason, err)
+func materializedOutcome(err error) frame.Outcome {
+	out := frame.Failed(meta.ArtifactFailedReason, err)
 	if !errors.Is(err, source.ErrDigestMismatch) {
-		out.requeueAfter = materializeRetry
+		out.RequeueAfter = materializeRetry
 	}
 	return out
 }
@@ -90,7 +90,7 @@ type chainKey struct{}
 // src) from the store, rebuilding it first when the store lacks it. One
 // rebuild per artifact runs at a time; self is the dependent, woken when a
 // rebuild it stopped waiting for ends.
-func (e *Engine) materialize(ctx context.Context, self, src nodeRef, obj client.Object, want source.Artifact) (source.Artifact, error) {
+func (e *Engine) materialize(ctx context.Context, self, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	key := src.String() + "@" + want.Digest
 	chain, _ := ctx.Value(chainKey{}).([]string)
 	if slices.Contains(chain, key) {
@@ -123,7 +123,7 @@ func (e *Engine) materialize(ctx context.Context, self, src nodeRef, obj client.
 // rebuildFlight runs one rebuild on the engine's context, so that it
 // outlives the reconcile that started it, then wakes the dependents that
 // stopped waiting.
-func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src nodeRef, obj client.Object, want source.Artifact) {
+func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src frame.Ref, obj client.Object, want source.Artifact) {
 	ctx, cancel := context.WithTimeout(context.WithValue(*e.runCtx.Load(), chainKey{}, chain), materializeTimeout)
 	defer cancel()
 	art, err := e.rebuild(ctx, src, obj, want)
@@ -135,7 +135,7 @@ func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src nodeRe
 // rebuild builds want into a staging store, compares its digest with
 // status, and only then stores it. Nothing that fails the check reaches
 // the store.
-func (e *Engine) rebuild(ctx context.Context, src nodeRef, obj client.Object, want source.Artifact) (source.Artifact, error) {
+func (e *Engine) rebuild(ctx context.Context, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	tmp, err := os.MkdirTemp("", "cozy-materialize-")
 	if err != nil {
 		return source.Artifact{}, err
@@ -284,10 +284,10 @@ func (e *Engine) rebuildGit(ctx context.Context, staging *source.Store, sobj sou
 	opts.Ignore = observedIgnore(obj.Status.ObservedIgnore)
 	opts.SparseCheckout = obj.Status.ObservedSparseCheckout
 	if len(obj.Spec.Include) > 0 || len(obj.Status.IncludedArtifacts) > 0 {
-		self := nodeRef{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
+		self := frame.Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
 		inc, out, ok := e.resolveIncludes(ctx, obj.DeepCopy(), self)
 		if !ok {
-			return source.Artifact{}, errors.New(out.message)
+			return source.Artifact{}, errors.New(out.Message)
 		}
 		defer inc.done()
 		if !sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) {
@@ -332,45 +332,14 @@ func observedIgnore(s *string) []string {
 	return splitLines(*s)
 }
 
-// rebuildOutput composes an ArtifactGenerator's output again from the
-// generator's sources, materialising those the store lacks, as the
-// generator reconciler does.
+// rebuildOutput composes an ArtifactGenerator's output again
+// (generator.Reconciler.Rebuild).
 func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *sourcev1.ExternalArtifact) (source.Artifact, error) {
-	sr := ea.Spec.SourceRef
-	if sr == nil || sr.Kind != swv1beta1.ArtifactGeneratorKind {
-		return source.Artifact{}, errors.New("only the artifact of an ArtifactGenerator (spec.sourceRef) can be rebuilt")
+	art, err := e.generator.Rebuild(ctx, staging, ea, e.materializer.slot)
+	if we := (*generator.WaitingError)(nil); errors.As(err, &we) {
+		return art, &awaitedError{msg: we.Message}
 	}
-	genNamespace := sr.Namespace
-	if genNamespace == "" {
-		genNamespace = ea.Namespace
-	}
-	gen := &swv1beta1.ArtifactGenerator{}
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: genNamespace, Name: sr.Name}, gen); err != nil {
-		return source.Artifact{}, fmt.Errorf("reading %s/%s/%s: %w", swv1beta1.ArtifactGeneratorKind, genNamespace, sr.Name, err)
-	}
-	self := nodeRef{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
-	sources, done, out, ok := e.generatorSources(ctx, gen, self)
-	if !ok {
-		if out.waiting {
-			return source.Artifact{}, &awaitedError{msg: out.message}
-		}
-		return source.Artifact{}, errors.New(out.message)
-	}
-	defer done()
-	outputs, err := generatorOutputs(gen, sources)
-	if err != nil {
-		return source.Artifact{}, fmt.Errorf("%s: %w", self, err)
-	}
-	i := slices.IndexFunc(outputs, func(o generatedOutput) bool { return o.Name == ea.Name && o.namespace == ea.Namespace })
-	if i < 0 {
-		return source.Artifact{}, fmt.Errorf("%s has no output %s/%s", self, ea.Namespace, ea.Name)
-	}
-	release, err := e.materializer.slot(ctx)
-	if err != nil {
-		return source.Artifact{}, err
-	}
-	defer release()
-	return buildOutput(ctx, staging, sources, outputs[i], generate.BuildOptions{Memory: e.generatorMemory()})
+	return art, err
 }
 
 // materializer holds the rebuilds in flight, one per artifact, and the
@@ -389,7 +358,7 @@ type flight struct {
 	finished bool // under materializer.mu
 	art      source.Artifact
 	err      error
-	waiters  map[nodeRef]bool // dependents that stopped waiting
+	waiters  map[frame.Ref]bool // dependents that stopped waiting
 }
 
 type recentFailure struct {
@@ -417,21 +386,21 @@ func (m *materializer) join(key string, start func(*flight)) (*flight, error) {
 	if m.flights == nil {
 		m.flights, m.failures = map[string]*flight{}, map[string]recentFailure{}
 	}
-	f := &flight{done: make(chan struct{}), waiters: map[nodeRef]bool{}}
+	f := &flight{done: make(chan struct{}), waiters: map[frame.Ref]bool{}}
 	m.flights[key] = f
 	start(f)
 	return f, nil
 }
 
 // land records the end of a flight and returns the dependents to wake.
-func (m *materializer) land(key string, f *flight, art source.Artifact, err error) []nodeRef {
+func (m *materializer) land(key string, f *flight, art source.Artifact, err error) []frame.Ref {
 	m.mu.Lock()
 	f.art, f.err, f.finished = art, err, true
 	delete(m.flights, key)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		m.failures[key] = recentFailure{err: err, until: time.Now().Add(materializeFailureTTL)}
 	}
-	waiters := make([]nodeRef, 0, len(f.waiters))
+	waiters := make([]frame.Ref, 0, len(f.waiters))
 	for w := range f.waiters {
 		waiters = append(waiters, w)
 	}
@@ -442,7 +411,7 @@ func (m *materializer) land(key string, f *flight, art source.Artifact, err erro
 
 // giveUp registers self to be woken when the flight lands, or reports that
 // it already has.
-func (m *materializer) giveUp(f *flight, self nodeRef) (finished bool) {
+func (m *materializer) giveUp(f *flight, self frame.Ref) (finished bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f.finished {

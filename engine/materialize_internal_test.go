@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -71,7 +72,7 @@ func TestMaterializerRemembersFailuresBriefly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	self := nodeRef{Kind: "HelmRelease", Namespace: "ns", Name: "app"}
+	self := frame.Ref{Kind: "HelmRelease", Namespace: "ns", Name: "app"}
 	if m.giveUp(f, self) {
 		t.Fatal("a flight in the air reported finished")
 	}

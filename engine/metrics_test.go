@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // TestReconcileMetricsMatchFlux records the same reconciles with the
@@ -22,7 +24,7 @@ import (
 // shows: the same series, labels, help, buckets and values.
 func TestReconcileMetricsMatchFlux(t *testing.T) {
 	ours, theirs := prometheus.NewRegistry(), prometheus.NewRegistry()
-	m := metricsFor(ours)
+	m := frame.NewMetrics(ours)
 	rec := fluxmetrics.NewRecorder()
 	theirs.MustRegister(rec.Collectors()[0], rec.Collectors()[2]) // the condition gauge and the duration histogram
 
@@ -39,7 +41,7 @@ func TestReconcileMetricsMatchFlux(t *testing.T) {
 		{"GitRepository", "flux-system", "apps", 300 * time.Millisecond, ""},
 	} {
 		start := time.Now().Add(-r.ago)
-		m.record(r.kind, r.ns, r.name, start, r.ready)
+		m.Record(r.kind, r.ns, r.name, start, r.ready)
 		ref := corev1.ObjectReference{Kind: r.kind, Namespace: r.ns, Name: r.name}
 		rec.RecordDuration(ref, start)
 		if r.ready != "" {
@@ -75,7 +77,7 @@ func TestReconcileMetricsMatchFlux(t *testing.T) {
 		t.Fatalf("%d series, want 9 (3 conditions and a histogram for two objects, a histogram for the third)", n)
 	}
 
-	m.forget("HelmRelease", "tenant-a", "web")
+	m.Forget("HelmRelease", "tenant-a", "web")
 	if n := testutil.CollectAndCount(m, "gotk_reconcile_condition"); n != 3 {
 		t.Fatalf("%d condition series after the HelmRelease went, want the Kustomization's 3", n)
 	}
@@ -88,11 +90,11 @@ func TestReconcileMetricsMatchFlux(t *testing.T) {
 // registry share one collector.
 func TestReconcileMetricsOnePerRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a, b := metricsFor(reg), metricsFor(reg)
+	a, b := frame.NewMetrics(reg), frame.NewMetrics(reg)
 	if a != b {
 		t.Fatal("two engines on one registry got two collectors; the second would export nothing")
 	}
-	if c := metricsFor(prometheus.NewRegistry()); c == a {
+	if c := frame.NewMetrics(prometheus.NewRegistry()); c == a {
 		t.Fatal("two registries share a collector")
 	}
 }
@@ -103,7 +105,7 @@ func TestReconcileMetricsOnePerRegistry(t *testing.T) {
 // other series are there too.
 func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metricsFor(reg)
+	m := frame.NewMetrics(reg)
 	other := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zz_other_total", Help: "Another series."}, []string{"x"})
 	other.WithLabelValues("a").Add(3)
 	reg.MustRegister(other)
@@ -120,7 +122,7 @@ func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
 		{"Kustomization", "flux-system", `odd"name\\with` + "\n", 90 * time.Second, metav1.ConditionTrue},
 		{"GitRepository", "flux-system", "apps", 300 * time.Millisecond, ""},
 	} {
-		m.record(r.kind, r.ns, r.name, start.Add(-r.ago), r.ready)
+		m.Record(r.kind, r.ns, r.name, start.Add(-r.ago), r.ready)
 	}
 	scrape := func(h interface {
 		ServeHTTP(w http.ResponseWriter, r *http.Request)
@@ -146,7 +148,7 @@ func TestMetricsHandlerWritesWhatGatherWould(t *testing.T) {
 		}
 		return out
 	}
-	ours := scrape(metricsHandler(reg, m))
+	ours := scrape(frame.MetricsHandler(reg, m))
 	theirs := scrape(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true}))
 	for _, name := range []string{"gotk_reconcile_condition", "gotk_reconcile_duration_seconds", "zz_other_total"} {
 		if ours[name] == "" {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply"
+	"github.com/cozystack/cozy-aio/engine/internal/notifications"
 )
 
 // DefaultKustomizeFieldManager is Options.KustomizeFieldManager's default:
@@ -331,3 +332,6 @@ type DestinationOptions struct {
 	// whatever Allow says. Default: none.
 	Deny []netip.Prefix
 }
+
+// NotifyOptions tune how events reach Alerts. The zero value works.
+type NotifyOptions = notifications.Options

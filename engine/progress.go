@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // QueuedReason is the Ready and Reconciling reason of a HelmRelease that
@@ -35,12 +36,12 @@ type progress struct {
 	mu sync.Mutex
 	// queued holds the releases dispatched to a shard and not started,
 	// with when they were dispatched.
-	queued map[nodeRef]time.Time
+	queued map[frame.Ref]time.Time
 	// reported holds when a queue report was last written per release.
-	reported map[nodeRef]time.Time
+	reported map[frame.Ref]time.Time
 	// dirty holds the releases with an in-progress status on the server
 	// that their next finish must overwrite.
-	dirty map[nodeRef]bool
+	dirty map[frame.Ref]bool
 }
 
 const (
@@ -49,42 +50,42 @@ const (
 	queuedScan      = time.Second
 )
 
-func (p *progress) dispatched(ref nodeRef, now time.Time) {
+func (p *progress) dispatched(ref frame.Ref, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.queued == nil {
-		p.queued = map[nodeRef]time.Time{}
+		p.queued = map[frame.Ref]time.Time{}
 	}
 	if _, ok := p.queued[ref]; !ok {
 		p.queued[ref] = now
 	}
 }
 
-func (p *progress) started(ref nodeRef) {
+func (p *progress) started(ref frame.Ref) {
 	p.writing.Lock()
 	p.writing.Unlock() //nolint:staticcheck // waits for a report in flight
 	p.forget(ref)
 }
 
-func (p *progress) forget(ref nodeRef) {
+func (p *progress) forget(ref frame.Ref) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.queued, ref)
 	delete(p.reported, ref)
 }
 
-func (p *progress) markDirty(ref nodeRef) {
+func (p *progress) markDirty(ref frame.Ref) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dirty == nil {
-		p.dirty = map[nodeRef]bool{}
+		p.dirty = map[frame.Ref]bool{}
 	}
 	p.dirty[ref] = true
 }
 
 // takeDirty reports whether ref has an in-progress status on the server,
 // and forgets it.
-func (p *progress) takeDirty(ref nodeRef) bool {
+func (p *progress) takeDirty(ref frame.Ref) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := p.dirty[ref]
@@ -94,10 +95,10 @@ func (p *progress) takeDirty(ref nodeRef) bool {
 
 // due returns the queued releases to report now, longest waiting first
 // (map order is fine: the rate bound is per scan).
-func (p *progress) due(now time.Time, after time.Duration) []nodeRef {
+func (p *progress) due(now time.Time, after time.Duration) []frame.Ref {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []nodeRef
+	var out []frame.Ref
 	for ref, at := range p.queued {
 		if now.Sub(at) < after || now.Sub(p.reported[ref]) < queuedEvery {
 			continue
@@ -110,11 +111,11 @@ func (p *progress) due(now time.Time, after time.Duration) []nodeRef {
 	return out
 }
 
-func (p *progress) wrote(ref nodeRef, now time.Time) {
+func (p *progress) wrote(ref frame.Ref, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reported == nil {
-		p.reported = map[nodeRef]time.Time{}
+		p.reported = map[frame.Ref]time.Time{}
 	}
 	p.reported[ref] = now
 }
@@ -142,7 +143,7 @@ func (e *Engine) reportQueues(ctx context.Context) error {
 	}
 }
 
-func (e *Engine) reportQueued(ctx context.Context, ref nodeRef) {
+func (e *Engine) reportQueued(ctx context.Context, ref frame.Ref) {
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
 		e.progress.forget(ref)
@@ -159,7 +160,7 @@ func (e *Engine) reportQueued(ctx context.Context, ref nodeRef) {
 	// A release that is Ready for its spec keeps Ready while a periodic
 	// check waits its turn: the check most often changes nothing.
 	if c := conditions.Get(obj, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionTrue &&
-		c.ObservedGeneration == obj.Generation && handledRequest(obj) == obj.Status.LastHandledReconcileAt {
+		c.ObservedGeneration == obj.Generation && frame.HandledRequest(obj) == obj.Status.LastHandledReconcileAt {
 		e.progress.wrote(ref, time.Now())
 		return
 	}
@@ -171,7 +172,7 @@ func (e *Engine) reportQueued(ctx context.Context, ref nodeRef) {
 
 // writeInProgress writes Reconciling=True and Ready=Unknown with reason and
 // msg, in one status patch, unless they are already there.
-func (e *Engine) writeInProgress(ctx context.Context, obj *helmv2.HelmRelease, ref nodeRef, reason, msg string) bool {
+func (e *Engine) writeInProgress(ctx context.Context, obj *helmv2.HelmRelease, ref frame.Ref, reason, msg string) bool {
 	if c := conditions.Get(obj, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionUnknown &&
 		c.Reason == reason && c.Message == msg {
 		return true
@@ -195,7 +196,7 @@ func (e *Engine) writeInProgress(ctx context.Context, obj *helmv2.HelmRelease, r
 // Flux's "Running '<action>' action with timeout of <t>" once the action
 // has run for ProgressAfter, and a stop func that cancels that write, or
 // waits for it to end, before the caller writes the outcome.
-func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, ref nodeRef) (func(helm.Action, time.Duration), func()) {
+func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, ref frame.Ref) (func(helm.Action, time.Duration), func()) {
 	var (
 		mu      sync.Mutex
 		timer   *time.Timer
@@ -242,4 +243,10 @@ func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, re
 		}
 	}
 	return starting, stop
+}
+
+// statusRewritten tells whether a HelmRelease's in-progress status was
+// written since the reconcile read it (Finisher.Rewritten).
+func (e *Engine) statusRewritten(ref frame.Ref) bool {
+	return ref.Kind == helmv2.HelmReleaseKind && e.progress.takeDirty(ref)
 }

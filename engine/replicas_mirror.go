@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -48,7 +49,7 @@ type mirror struct {
 	reader client.Reader
 	cache  cache.Informers
 	store  *source.Store
-	queue  workqueue.TypedRateLimitingInterface[nodeRef]
+	queue  workqueue.TypedRateLimitingInterface[frame.Ref]
 
 	mu sync.Mutex
 	// landed is closed, and replaced, each time the mirror stores an
@@ -61,13 +62,13 @@ type artifactKeeper interface {
 	leading() bool
 	stored(a source.Artifact) bool
 	foreign(a source.Artifact) bool
-	materialize(ctx context.Context, self, src nodeRef, obj client.Object, want source.Artifact) (source.Artifact, error)
+	materialize(ctx context.Context, self, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error)
 }
 
 var _ artifactKeeper = (*Engine)(nil)
 
 func newMirror(keeper artifactKeeper, reader client.Reader, informers cache.Informers, store *source.Store) *mirror {
-	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[nodeRef](mirrorBackoff, mirrorMaxBackoff)
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[frame.Ref](mirrorBackoff, mirrorMaxBackoff)
 	return &mirror{
 		keeper: keeper, reader: reader, cache: informers, store: store,
 		queue: workqueue.NewTypedRateLimitingQueue(limiter),
@@ -119,8 +120,8 @@ func (m *mirror) observe(kind string, o any, deleted bool) {
 	if !ok || m.keeper.leading() {
 		return
 	}
-	if a := obj.GetArtifact(); deleted || a != nil && m.lacks(fromMetaArtifact(a)) {
-		m.queue.Add(nodeRef{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
+	if a := obj.GetArtifact(); deleted || a != nil && m.lacks(frame.StoreArtifact(a)) {
+		m.queue.Add(frame.Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
 	}
 }
 
@@ -147,7 +148,7 @@ func (m *mirror) work(ctx context.Context) {
 // sync brings the store in line with ref's status: its current artifact
 // stored, or its artifacts removed once it is deleted. The leader's
 // reconcilers do that there, so the mirror leaves its store alone.
-func (m *mirror) sync(ctx context.Context, ref nodeRef) error {
+func (m *mirror) sync(ctx context.Context, ref frame.Ref) error {
 	if m.keeper.leading() {
 		return nil
 	}
@@ -159,14 +160,14 @@ func (m *mirror) sync(ctx context.Context, ref nodeRef) error {
 	if err != nil || obj.GetArtifact() == nil {
 		return err
 	}
-	want := fromMetaArtifact(obj.GetArtifact())
+	want := frame.StoreArtifact(obj.GetArtifact())
 	if !m.lacks(want) {
 		return nil
 	}
 	// materialize stops waiting after a while, the rebuild going on; the
 	// worker waits for it to end, so that it fetches nothing twice.
 	for {
-		_, err = m.keeper.materialize(ctx, nodeRef{}, ref, obj, want)
+		_, err = m.keeper.materialize(ctx, frame.Ref{}, ref, obj, want)
 		if !errors.Is(err, errMaterializing) || ctx.Err() != nil {
 			break
 		}

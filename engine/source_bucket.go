@@ -10,6 +10,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/bucket"
@@ -20,7 +21,7 @@ type bucketReconciler struct{ e *Engine }
 func (r *bucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.Bucket{}
 	return r.e.reconcileSource(ctx, req, sourcev1.BucketKind, obj,
-		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
@@ -31,42 +32,42 @@ func (r *bucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // honour.
 func bucketUnsupported(obj *sourcev1.Bucket) error {
 	provider := obj.Spec.Provider
-	return unsupported(sourcev1.BucketKind,
-		fieldCheck{fmt.Sprintf("spec.provider (%s)", provider), provider != "" && provider != sourcev1.BucketProviderGeneric},
-		fieldCheck{"spec.sts", obj.Spec.STS != nil},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	return frame.Unsupported(sourcev1.BucketKind,
+		frame.FieldCheck{Path: fmt.Sprintf("spec.provider (%s)", provider), Set: provider != "" && provider != sourcev1.BucketProviderGeneric},
+		frame.FieldCheck{Path: "spec.sts", Set: obj.Spec.STS != nil},
+		frame.FieldCheck{Path: "spec.serviceAccountName", Set: obj.Spec.ServiceAccountName != ""},
 	)
 }
 
-func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, sobj source.Object) outcome {
+func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, sobj source.Object) frame.Outcome {
 	e := r.e
 	if err := bucketUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, fmt.Errorf("%s/%s/%s: %w", sourcev1.BucketKind, obj.Namespace, obj.Name, err))
+		return frame.Stalled(UnsupportedFieldReason, fmt.Errorf("%s/%s/%s: %w", sourcev1.BucketKind, obj.Namespace, obj.Name, err))
 	}
 	opts, err := r.options(ctx, obj)
 	if err != nil {
-		return failed(sourcev1.AuthenticationFailedReason, err)
+		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) {
 		if equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) {
 			opts.LastRevision = a.Revision // built with the ignore rules asked for
 		}
-		opts.Reuse = fromMetaArtifact(a)
+		opts.Reuse = frame.StoreArtifact(a)
 	}
 	res, err := bucket.Fetch(ctx, e.store, sobj, obj.Spec.BucketName, opts)
 	if err != nil {
-		return failed(sourcev1.BucketOperationFailedReason, err)
+		return frame.Failed(sourcev1.BucketOperationFailedReason, err)
 	}
 	if res.Unchanged {
-		return succeeded("stored artifact: revision '%s'", obj.Status.Artifact.Revision)
+		return frame.Succeeded("stored artifact: revision '%s'", obj.Status.Artifact.Revision)
 	}
-	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
-	return succeeded("stored artifact: revision '%s'", res.Artifact.Revision)
+	return frame.Succeeded("stored artifact: revision '%s'", res.Artifact.Revision)
 }
 
 // options maps the Bucket's spec and Secrets to the fetch options, with
@@ -78,7 +79,7 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 	opts := bucket.Options{
 		Server: bucket.Server{Endpoint: obj.Spec.Endpoint, Insecure: obj.Spec.Insecure, Region: obj.Spec.Region,
 			Dial: r.e.sourceDial()},
-		Prefix: obj.Spec.Prefix, Timeout: durationOr(obj.Spec.Timeout, 60*time.Second),
+		Prefix: obj.Spec.Prefix, Timeout: frame.DurationOr(obj.Spec.Timeout, 60*time.Second),
 		Ignore: bucketIgnore(obj.Spec.Ignore),
 	}
 	// minio retries a refused dial ten times: refuse the endpoint first.
@@ -102,7 +103,7 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 		if err != nil {
 			return opts, err
 		}
-		if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+		if opts.TLSConfig, err = frame.TLSFromSecret(s); err != nil {
 			return opts, fmt.Errorf("%s: %w", ref, err)
 		}
 	}
@@ -111,7 +112,7 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 		if err != nil {
 			return opts, err
 		}
-		if opts.ProxyURL, err = proxyURL(s); err != nil {
+		if opts.ProxyURL, err = frame.ProxyURL(s); err != nil {
 			return opts, fmt.Errorf("%s: %w", ref, err)
 		}
 	}

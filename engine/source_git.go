@@ -10,6 +10,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/git"
 )
@@ -19,21 +20,21 @@ type gitRepositoryReconciler struct{ e *Engine }
 func (r *gitRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.GitRepository{}
 	return r.e.reconcileSource(ctx, req, sourcev1.GitRepositoryKind, obj,
-		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
 		})
 }
 
-func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.GitRepository, sobj source.Object) outcome {
+func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.GitRepository, sobj source.Object) frame.Outcome {
 	e := r.e
 	if err := gitRepositoryUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return frame.Stalled(UnsupportedFieldReason, err)
 	}
 	opts, err := r.options(ctx, obj)
 	if err != nil {
-		return failed(sourcev1.AuthenticationFailedReason, err)
+		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	gv, err := r.gitVerificationFor(ctx, obj)
 	if out, refused := verificationRefused(obj, err); refused {
@@ -42,14 +43,14 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	if gv != nil {
 		opts.Verify = gv.verify
 	}
-	self := nodeRef{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := frame.Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
 	inc, out, ok := e.resolveIncludes(ctx, obj, self)
 	if !ok {
 		return out
 	}
 	defer inc.done()
 	opts.Include = inc.trees
-	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
+	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) &&
 		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout) &&
 		sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) && gv.current(obj) {
 		// The artifact was built with the rules and includes the spec
@@ -61,25 +62,25 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 		return out
 	}
 	if err != nil {
-		return failed(sourcev1.GitOperationFailedReason, err)
+		return frame.Failed(sourcev1.GitOperationFailedReason, err)
 	}
 	gv.record(obj)
 	if res.Unchanged {
-		return succeeded("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
+		return frame.Succeeded("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
 	}
-	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
 	obj.Status.IncludedArtifacts = inc.artifacts
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
-	return succeeded("stored artifact for revision '%s'", res.Artifact.Revision)
+	return frame.Succeeded("stored artifact for revision '%s'", res.Artifact.Revision)
 }
 
 func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.GitRepository) (git.Options, error) {
 	ref := fmt.Sprintf("GitRepository/%s/%s", obj.Namespace, obj.Name)
-	opts := git.Options{Timeout: durationOr(obj.Spec.Timeout, 60*time.Second), Dial: r.e.sourceDial()}
+	opts := git.Options{Timeout: frame.DurationOr(obj.Spec.Timeout, 60*time.Second), Dial: r.e.sourceDial()}
 	if rf := obj.Spec.Reference; rf != nil {
 		opts.Ref = git.Ref{Branch: rf.Branch, Tag: rf.Tag, SemVer: rf.SemVer, Name: rf.Name, Commit: rf.Commit}
 	}
@@ -108,7 +109,7 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 		if err != nil {
 			return opts, err
 		}
-		if opts.ProxyURL, err = proxyURL(s); err != nil {
+		if opts.ProxyURL, err = frame.ProxyURL(s); err != nil {
 			return opts, err
 		}
 	}
@@ -117,10 +118,10 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 
 // gitRepositoryUnsupported names the spec fields of obj that are set and not honoured.
 func gitRepositoryUnsupported(obj *sourcev1.GitRepository) error {
-	return unsupported(sourcev1.GitRepositoryKind,
-		fieldCheck{"spec.recurseSubmodules", obj.Spec.RecurseSubmodules},
-		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	return frame.Unsupported(sourcev1.GitRepositoryKind,
+		frame.FieldCheck{Path: "spec.recurseSubmodules", Set: obj.Spec.RecurseSubmodules},
+		frame.FieldCheck{Path: "spec.provider", Set: obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},
+		frame.FieldCheck{Path: "spec.serviceAccountName", Set: obj.Spec.ServiceAccountName != ""},
 	)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/git"
 )
@@ -28,25 +29,25 @@ type gitIncludes struct {
 // has no artifact yet fails the GitRepository with IncludeUnavailable
 // naming it, as source-controller does; the engine wakes it when the
 // include gets its artifact (the includes are edges of the graph).
-func (e *Engine) resolveIncludes(ctx context.Context, obj *sourcev1.GitRepository, self nodeRef) (gitIncludes, outcome, bool) {
+func (e *Engine) resolveIncludes(ctx context.Context, obj *sourcev1.GitRepository, self frame.Ref) (gitIncludes, frame.Outcome, bool) {
 	inc := gitIncludes{done: func() {}}
-	var refs []nodeRef
+	var refs []frame.Ref
 	for _, in := range obj.Spec.Include {
-		refs = append(refs, nodeRef{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: in.GitRepositoryRef.Name})
+		refs = append(refs, frame.Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: in.GitRepositoryRef.Name})
 	}
 	e.graph.Set(self, refs)
 	if len(refs) == 0 {
 		conditions.Delete(obj, sourcev1.IncludeUnavailableCondition)
-		return inc, outcome{}, true
+		return inc, frame.Outcome{}, true
 	}
 	if cyc := e.graph.Cycle(self); cyc != nil {
-		out := stalled(DependencyCycleReason, fmt.Errorf("%s: spec.include is on a cycle: %v", self, cyc))
-		conditions.MarkTrue(obj, sourcev1.IncludeUnavailableCondition, DependencyCycleReason, "%s", out.message)
+		out := frame.Stalled(DependencyCycleReason, fmt.Errorf("%s: spec.include is on a cycle: %v", self, cyc))
+		conditions.MarkTrue(obj, sourcev1.IncludeUnavailableCondition, DependencyCycleReason, "%s", out.Message)
 		return inc, out, false
 	}
 	tmp, err := os.MkdirTemp("", "cozy-include-")
 	if err != nil {
-		return inc, failed(meta.ArtifactFailedReason, err), false
+		return inc, frame.Failed(meta.ArtifactFailedReason, err), false
 	}
 	var roots []*os.Root
 	inc.done = func() {
@@ -60,26 +61,26 @@ func (e *Engine) resolveIncludes(ctx context.Context, obj *sourcev1.GitRepositor
 		art, out, ok := e.sourceArtifact(ctx, self, sourcev1.GitRepositoryKind, obj.Namespace, name)
 		if !ok {
 			inc.done()
-			out.message = fmt.Sprintf("include '%s' is unavailable: %s", name, out.message)
-			conditions.MarkTrue(obj, sourcev1.IncludeUnavailableCondition, out.reason, "%s", out.message)
+			out.Message = fmt.Sprintf("include '%s' is unavailable: %s", name, out.Message)
+			conditions.MarkTrue(obj, sourcev1.IncludeUnavailableCondition, out.Reason, "%s", out.Message)
 			return gitIncludes{done: func() {}}, out, false
 		}
 		dir := filepath.Join(tmp, fmt.Sprint(i))
 		if err := e.store.Extract(ctx, art, dir, source.ExtractOptions{}); err != nil {
 			inc.done()
-			return gitIncludes{done: func() {}}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting include '%s': %w", self, name, err)), false
+			return gitIncludes{done: func() {}}, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting include '%s': %w", self, name, err)), false
 		}
 		root, err := os.OpenRoot(dir)
 		if err != nil {
 			inc.done()
-			return gitIncludes{done: func() {}}, failed(meta.ArtifactFailedReason, err), false
+			return gitIncludes{done: func() {}}, frame.Failed(meta.ArtifactFailedReason, err), false
 		}
 		roots = append(roots, root)
-		inc.artifacts = append(inc.artifacts, toMetaArtifact(art))
+		inc.artifacts = append(inc.artifacts, frame.MetaArtifact(art))
 		inc.trees = append(inc.trees, git.Include{Name: name, FS: root.FS(), FromPath: in.GetFromPath(), ToPath: in.GetToPath()})
 	}
 	conditions.Delete(obj, sourcev1.IncludeUnavailableCondition)
-	return inc, outcome{}, true
+	return inc, frame.Outcome{}, true
 }
 
 // sameIncludes reports whether the artifacts included last time are the

@@ -13,6 +13,8 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // gitVerification is a GitRepository's spec.verify made ready to use: the
@@ -182,14 +184,14 @@ func (gv *gitVerification) record(obj *sourcev1.GitRepository) {
 
 // verificationRefused marks SourceVerified=False when err is a failed
 // verification and returns the outcome Ready takes, with the same reason.
-func verificationRefused(obj conditions.Setter, err error) (outcome, bool) {
+func verificationRefused(obj conditions.Setter, err error) (frame.Outcome, bool) {
 	var f *verificationFailure
 	if !errors.As(err, &f) {
-		return outcome{}, false
+		return frame.Outcome{}, false
 	}
 	conditions.MarkFalse(obj, sourcev1.SourceVerifiedCondition, f.reason, "%s", f.err)
 	if f.stall {
-		return stalled(f.reason, err), true
+		return frame.Stalled(f.reason, err), true
 	}
-	return failed(f.reason, err), true
+	return frame.Failed(f.reason, err), true
 }

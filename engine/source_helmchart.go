@@ -24,6 +24,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	helmindex "helm.sh/helm/v4/pkg/repo/v1"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
 	"github.com/cozystack/cozy-aio/source/oci"
@@ -49,13 +50,13 @@ type helmChartReconciler struct{ e *Engine }
 func (r *helmChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.HelmChart{}
 	res, err := r.e.reconcileSource(ctx, req, sourcev1.HelmChartKind, obj,
-		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
 		})
 	if obj.Name == "" {
-		r.e.graph.Remove(nodeRef{Kind: sourcev1.HelmChartKind, Namespace: req.Namespace, Name: req.Name})
+		r.e.graph.Remove(frame.Ref{Kind: sourcev1.HelmChartKind, Namespace: req.Namespace, Name: req.Name})
 	}
 	return res, err
 }
@@ -76,24 +77,24 @@ type builtChart struct {
 // helmChartUnsupported names the fields of a HelmChart the engine does
 // not honour.
 func helmChartUnsupported(obj *sourcev1.HelmChart) error {
-	return unsupported(sourcev1.HelmChartKind,
-		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
+	return frame.Unsupported(sourcev1.HelmChartKind,
+		frame.FieldCheck{Path: "spec.verify without secretRef (keyless cosign)", Set: obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
 	)
 }
 
-func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmChart, sobj source.Object) outcome {
+func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmChart, sobj source.Object) frame.Outcome {
 	e := r.e
-	self := nodeRef{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := frame.Ref{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
 	if err := helmChartUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return frame.Stalled(UnsupportedFieldReason, err)
 	}
 	sr := obj.Spec.SourceRef
 	switch sr.Kind {
 	case sourcev1.HelmRepositoryKind, sourcev1.GitRepositoryKind, sourcev1.BucketKind:
 	default:
-		return stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.sourceRef.kind %q is not HelmRepository, GitRepository or Bucket", self, sr.Kind))
+		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.sourceRef.kind %q is not HelmRepository, GitRepository or Bucket", self, sr.Kind))
 	}
-	src := nodeRef{Kind: sr.Kind, Namespace: obj.Namespace, Name: sr.Name}
+	src := frame.Ref{Kind: sr.Kind, Namespace: obj.Namespace, Name: sr.Name}
 	edges := &chartEdges{g: e.graph, self: self}
 	edges.add(src)
 	// A verification is made again at every reconcile, as source-controller
@@ -111,30 +112,30 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 		return out
 	}
 	// Built: only the source wakes it again, as in Flux.
-	e.graph.Set(self, []nodeRef{src})
+	e.graph.Set(self, []frame.Ref{src})
 	verb, reason := "pulled", sourcev1.ChartPullSucceededReason
 	if b.packaged || (b.unchanged && (sr.Kind != sourcev1.HelmRepositoryKind || len(obj.Status.ObservedValuesFiles) > 0)) {
 		verb, reason = "packaged", sourcev1.ChartPackageSucceededReason
 	}
 	obj.Status.ObservedSourceArtifactRevision = b.sourceRevision
 	if b.unchanged {
-		o := succeeded("%s '%s' chart with version '%s'", verb, obj.Status.ObservedChartName, obj.Status.Artifact.Revision)
-		o.reason = reason
+		o := frame.Succeeded("%s '%s' chart with version '%s'", verb, obj.Status.ObservedChartName, obj.Status.Artifact.Revision)
+		o.Reason = reason
 		return o
 	}
 	art, err := e.store.Put(ctx, sobj, b.version, bytes.NewReader(b.data))
 	if err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("%s: %w", self, err))
+		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
-	obj.Status.Artifact = toMetaArtifact(art)
+	obj.Status.Artifact = frame.MetaArtifact(art)
 	obj.Status.URL = art.URL
 	obj.Status.ObservedChartName = b.name
 	obj.Status.ObservedValuesFiles = b.valuesFiles
 	if _, err := e.store.GC(ctx, sobj, art); err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
-	o := succeeded("%s '%s' chart with version '%s'", verb, b.name, b.version)
-	o.reason = reason
+	o := frame.Succeeded("%s '%s' chart with version '%s'", verb, b.name, b.version)
+	o.Reason = reason
 	return o
 }
 
@@ -142,7 +143,7 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 // version to build (a rebuild of the version status names); otherwise
 // the spec selects it, and an unchanged chart is not built again. edges,
 // when set, records what the build waits on.
-func (r *helmChartReconciler) build(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string, edges *chartEdges) (builtChart, outcome, bool) {
+func (r *helmChartReconciler) build(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, pin string, edges *chartEdges) (builtChart, frame.Outcome, bool) {
 	if obj.Spec.SourceRef.Kind == sourcev1.HelmRepositoryKind {
 		return r.fromRepository(ctx, obj, self, pin)
 	}
@@ -157,12 +158,12 @@ func (r *helmChartReconciler) build(ctx context.Context, obj *sourcev1.HelmChart
 // the chart: without them, a chart built before the repository of a
 // dependency had an artifact waited for its own interval.
 type chartEdges struct {
-	g    *depGraph
-	self nodeRef
-	refs []nodeRef
+	g    *frame.Graph
+	self frame.Ref
+	refs []frame.Ref
 }
 
-func (c *chartEdges) add(ref nodeRef) {
+func (c *chartEdges) add(ref frame.Ref) {
 	if c == nil || slices.Contains(c.refs, ref) {
 		return
 	}
@@ -174,15 +175,15 @@ func (c *chartEdges) add(ref nodeRef) {
 // namespace that has url, while none has: a chart dependency waits on it,
 // and a HelmRepository with that URL wakes it (helmRepositoryReconciler).
 // No object name holds a ':', so it is no real HelmRepository's name.
-func repositoryURLRef(namespace, url string) nodeRef {
-	return nodeRef{Kind: sourcev1.HelmRepositoryKind, Namespace: namespace, Name: "url:" + strings.TrimSuffix(url, "/")}
+func repositoryURLRef(namespace, url string) frame.Ref {
+	return frame.Ref{Kind: sourcev1.HelmRepositoryKind, Namespace: namespace, Name: "url:" + strings.TrimSuffix(url, "/")}
 }
 
 // unchanged reports whether the stored artifact already is version of
 // the chart the spec names.
 func (r *helmChartReconciler) unchanged(obj *sourcev1.HelmChart, version string) bool {
 	a := obj.Status.Artifact
-	return a != nil && a.Revision == version && r.e.stored(fromMetaArtifact(a)) && sameValuesFiles(obj) &&
+	return a != nil && a.Revision == version && r.e.stored(frame.StoreArtifact(a)) && sameValuesFiles(obj) &&
 		(obj.Spec.SourceRef.Kind != sourcev1.HelmRepositoryKind || obj.Status.ObservedChartName == obj.Spec.Chart)
 }
 
@@ -205,7 +206,7 @@ func sameValuesFiles(obj *sourcev1.HelmChart) bool {
 
 // helmRepository reads the HelmRepository a chart names, from the cache
 // and, when the cache has not seen it yet, from the API server.
-func (e *Engine) helmRepository(ctx context.Context, self nodeRef, namespace, name string) (*sourcev1.HelmRepository, outcome, bool) {
+func (e *Engine) helmRepository(ctx context.Context, self frame.Ref, namespace, name string) (*sourcev1.HelmRepository, frame.Outcome, bool) {
 	repo := &sourcev1.HelmRepository{}
 	key := client.ObjectKey{Namespace: namespace, Name: name}
 	err := e.mgr.GetClient().Get(ctx, key, repo)
@@ -214,14 +215,14 @@ func (e *Engine) helmRepository(ctx context.Context, self nodeRef, namespace, na
 	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source HelmRepository/%s/%s not found", self, namespace, name)), false
+			return nil, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source HelmRepository/%s/%s not found", self, namespace, name)), false
 		}
-		return nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: reading HelmRepository/%s/%s: %w", self, namespace, name, err)), false
+		return nil, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: reading HelmRepository/%s/%s: %w", self, namespace, name, err)), false
 	}
-	return repo, outcome{}, true
+	return repo, frame.Outcome{}, true
 }
 
-func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string) (builtChart, outcome, bool) {
+func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, pin string) (builtChart, frame.Outcome, bool) {
 	e := r.e
 	repo, out, ok := e.helmRepository(ctx, self, obj.Namespace, obj.Spec.SourceRef.Name)
 	if !ok {
@@ -231,13 +232,13 @@ func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.
 		return r.fromOCI(ctx, obj, self, repo, pin)
 	}
 	if obj.Spec.Verify != nil {
-		return builtChart{}, stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify; HelmRepository/%s/%s is of type default (source-controller ignores verify there; cozy-aio never ignores it)",
+		return builtChart{}, frame.Stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify; HelmRepository/%s/%s is of type default (source-controller ignores verify there; cozy-aio never ignores it)",
 			self, repo.Namespace, repo.Name)), false
 	}
 	repoRef := fmt.Sprintf("HelmRepository/%s/%s", repo.Namespace, repo.Name)
 	opts, err := e.helmRepoOptions(ctx, repo)
 	if err != nil {
-		return builtChart{}, failed(sourcev1.AuthenticationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		return builtChart{}, frame.Failed(sourcev1.AuthenticationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	idx, idxRev, out, ok := r.index(ctx, self, repo, opts, pin != "")
 	if !ok {
@@ -249,88 +250,88 @@ func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.
 	}
 	cv, err := helmrepo.Select(idx, obj.Spec.Chart, want)
 	if err != nil {
-		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: %s: %w", self, repoRef, err)), false
+		return builtChart{}, frame.Failed(chartPullErrorReason, fmt.Errorf("%s: %s: %w", self, repoRef, err)), false
 	}
 	b := builtChart{name: obj.Spec.Chart, version: cv.Version, sourceRevision: idxRev}
 	if pin == "" && r.unchanged(obj, cv.Version) {
 		b.unchanged = true
-		return b, outcome{}, true
+		return b, frame.Outcome{}, true
 	}
 	b.data, err = e.helmRepos.DownloadChart(ctx, repo.Spec.URL, cv, opts)
 	if err != nil {
-		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s %s from %s: %w", self, obj.Spec.Chart, cv.Version, repoRef, err)), false
+		return builtChart{}, frame.Failed(chartPullErrorReason, fmt.Errorf("%s: chart %s %s from %s: %w", self, obj.Spec.Chart, cv.Version, repoRef, err)), false
 	}
 	return withValuesFiles(obj, self, b)
 }
 
 // withValuesFiles packages a pulled chart again with spec.valuesFiles as
 // its default values, as Flux does.
-func withValuesFiles(obj *sourcev1.HelmChart, self nodeRef, b builtChart) (builtChart, outcome, bool) {
+func withValuesFiles(obj *sourcev1.HelmChart, self frame.Ref, b builtChart) (builtChart, frame.Outcome, bool) {
 	if len(obj.Spec.ValuesFiles) == 0 {
-		return b, outcome{}, true
+		return b, frame.Outcome{}, true
 	}
 	p, err := helmrepo.Repack(b.data, helmrepo.ValuesOptions{Files: obj.Spec.ValuesFiles, IgnoreMissing: obj.Spec.IgnoreMissingValuesFiles})
 	if err != nil {
-		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart %s %s: %w", self, b.name, b.version, err)), false
+		return builtChart{}, frame.Failed(chartPackageErrorReason, fmt.Errorf("%s: chart %s %s: %w", self, b.name, b.version, err)), false
 	}
 	if len(p.ValuesFiles) == 0 {
 		// Every file was missing and ignored: the chart as pulled.
-		return b, outcome{}, true
+		return b, frame.Outcome{}, true
 	}
 	b.data, b.valuesFiles, b.packaged = p.Data, p.ValuesFiles, true
-	return b, outcome{}, true
+	return b, frame.Outcome{}, true
 }
 
 // index returns the parsed index of an HTTP repository and its revision.
 // The leader reads the HelmRepository's artifact; a rebuild on a replica
 // that lacks it (fresh) fetches the index into a scratch store.
-func (r *helmChartReconciler) index(ctx context.Context, self nodeRef, repo *sourcev1.HelmRepository, opts helmrepo.Options, fresh bool) (*helmindex.IndexFile, string, outcome, bool) {
+func (r *helmChartReconciler) index(ctx context.Context, self frame.Ref, repo *sourcev1.HelmRepository, opts helmrepo.Options, fresh bool) (*helmindex.IndexFile, string, frame.Outcome, bool) {
 	e := r.e
-	repoRef := nodeRef{Kind: sourcev1.HelmRepositoryKind, Namespace: repo.Namespace, Name: repo.Name}
+	repoRef := frame.Ref{Kind: sourcev1.HelmRepositoryKind, Namespace: repo.Namespace, Name: repo.Name}
 	a := repo.Status.Artifact
-	if a != nil && e.storedIndex(fromMetaArtifact(a)) {
-		idx, err := e.helmRepos.Index(e.store, fromMetaArtifact(a))
+	if a != nil && e.storedIndex(frame.StoreArtifact(a)) {
+		idx, err := e.helmRepos.Index(e.store, frame.StoreArtifact(a))
 		if err == nil {
-			return idx, a.Revision, outcome{}, true
+			return idx, a.Revision, frame.Outcome{}, true
 		}
 	}
 	if !fresh {
 		if a == nil {
-			return nil, "", waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", repoRef), 0), false
+			return nil, "", frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", repoRef), 0), false
 		}
 		// The store lost the index (a wiped data directory): the
 		// repository fetches it again and wakes this chart.
 		e.enqueue(repoRef)
-		return nil, "", waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s: index %s is being fetched again", repoRef, a.Revision), materializeRetry), false
+		return nil, "", frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s: index %s is being fetched again", repoRef, a.Revision), materializeRetry), false
 	}
 	tmp, err := os.MkdirTemp("", "cozy-helmindex-")
 	if err != nil {
-		return nil, "", failed(meta.ArtifactFailedReason, err), false
+		return nil, "", frame.Failed(meta.ArtifactFailedReason, err), false
 	}
 	defer os.RemoveAll(tmp)
 	scratch, err := source.NewStore(tmp, source.StoreOptions{})
 	if err != nil {
-		return nil, "", failed(meta.ArtifactFailedReason, err), false
+		return nil, "", frame.Failed(meta.ArtifactFailedReason, err), false
 	}
 	sobj := source.Object{Kind: repoRef.Kind, Namespace: repoRef.Namespace, Name: repoRef.Name}
 	res, err := e.helmRepos.FetchIndex(ctx, scratch, sobj, repo.Spec.URL, "", opts)
 	if err != nil {
-		return nil, "", failed(sourcev1.IndexationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		return nil, "", frame.Failed(sourcev1.IndexationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	idx, err := e.helmRepos.Index(scratch, res.Artifact)
 	if err != nil {
-		return nil, "", failed(sourcev1.IndexationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		return nil, "", frame.Failed(sourcev1.IndexationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
-	return idx, res.Digest, outcome{}, true
+	return idx, res.Digest, frame.Outcome{}, true
 }
 
 // fromOCI pulls the chart <url>/<chart> of an OCI HelmRepository: an
 // exact version is a tag, anything else a semver range over the tags.
-func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, repo *sourcev1.HelmRepository, pin string) (builtChart, outcome, bool) {
+func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, repo *sourcev1.HelmRepository, pin string) (builtChart, frame.Outcome, bool) {
 	e := r.e
 	reg, err := e.helmRepoRegistry(ctx, repo)
 	if err != nil {
-		return builtChart{}, failed(sourcev1.AuthenticationFailedReason, fmt.Errorf("%s: %w", self, err)), false
+		return builtChart{}, frame.Failed(sourcev1.AuthenticationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	chartURL := strings.TrimSuffix(repo.Spec.URL, "/") + "/" + obj.Spec.Chart
 	want := obj.Spec.Version
@@ -347,15 +348,15 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 	if maxSize <= 0 {
 		maxSize = helmrepo.DefaultMaxChartSize
 	}
-	opts := oci.Options{Registry: reg, Ref: ref, Timeout: durationOr(repo.Spec.Timeout, 60*time.Second), MaxSize: maxSize}
+	opts := oci.Options{Registry: reg, Ref: ref, Timeout: frame.DurationOr(repo.Spec.Timeout, 60*time.Second), MaxSize: maxSize}
 	rev, err := oci.Resolve(ctx, chartURL, opts)
 	if err != nil {
-		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: %w", self, err)), false
+		return builtChart{}, frame.Failed(chartPullErrorReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	version := strings.ReplaceAll(rev.Tag, "_", "+")
 	b := builtChart{name: obj.Spec.Chart, version: version}
 	if v := obj.Spec.Verify; v != nil {
-		var out outcome
+		var out frame.Outcome
 		var ok bool
 		if b.verified, out, ok = e.verifyChart(ctx, obj, self, v, chartURL, rev.Digest, reg); !ok {
 			return builtChart{}, out, false
@@ -363,7 +364,7 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 	}
 	if pin == "" && r.unchanged(obj, version) {
 		b.unchanged = true
-		return b, outcome{}, true
+		return b, frame.Outcome{}, true
 	}
 	key := fmt.Sprintf("oci\x00%s\x00%s\x00%s\x00%x", chartURL, rev.Tag, rev.Digest, sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s", reg.DockerConfigJSON, reg.Username, reg.Password)))
 	b.data, err = e.helmRepos.Shared(ctx, key, func(ctx context.Context) ([]byte, error) {
@@ -379,18 +380,18 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 		return data, err
 	})
 	if err != nil {
-		return builtChart{}, failed(chartPullErrorReason, fmt.Errorf("%s: chart %s:%s: %w", self, chartURL, rev.Tag, err)), false
+		return builtChart{}, frame.Failed(chartPullErrorReason, fmt.Errorf("%s: chart %s:%s: %w", self, chartURL, rev.Tag, err)), false
 	}
 	return withValuesFiles(obj, self, b)
 }
 
 // fromSource packages the chart at spec.chart (a path) of a GitRepository
 // or Bucket artifact.
-func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, pin string, edges *chartEdges) (builtChart, outcome, bool) {
+func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, pin string, edges *chartEdges) (builtChart, frame.Outcome, bool) {
 	e := r.e
 	sr := obj.Spec.SourceRef
 	if obj.Spec.Verify != nil {
-		return builtChart{}, stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify, not a chart of a %s (source-controller ignores verify there; cozy-aio never ignores it)",
+		return builtChart{}, frame.Stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify, not a chart of a %s (source-controller ignores verify there; cozy-aio never ignores it)",
 			self, sr.Kind)), false
 	}
 	art, out, ok := e.sourceArtifact(ctx, self, sr.Kind, obj.Namespace, sr.Name)
@@ -401,16 +402,16 @@ func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.Helm
 	if pin == "" && obj.Status.ObservedSourceArtifactRevision == art.Revision && obj.Status.Artifact != nil &&
 		r.unchanged(obj, obj.Status.Artifact.Revision) {
 		b.unchanged = true
-		return b, outcome{}, true
+		return b, frame.Outcome{}, true
 	}
 	tmp, err := os.MkdirTemp("", "cozy-helmchart-")
 	if err != nil {
-		return builtChart{}, failed(meta.ArtifactFailedReason, err), false
+		return builtChart{}, frame.Failed(meta.ArtifactFailedReason, err), false
 	}
 	defer os.RemoveAll(tmp)
 	src := filepath.Join(tmp, "src")
 	if err := e.store.Extract(ctx, art, src, source.ExtractOptions{}); err != nil {
-		return builtChart{}, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting %s/%s/%s: %w", self, sr.Kind, obj.Namespace, sr.Name, err)), false
+		return builtChart{}, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting %s/%s/%s: %w", self, sr.Kind, obj.Namespace, sr.Name, err)), false
 	}
 	rel := path.Clean("/" + obj.Spec.Chart)
 	chartDir := filepath.Join(src, filepath.FromSlash(rel))
@@ -421,18 +422,18 @@ func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.Helm
 		Dependencies:    r.dependencies(ctx, obj, self, src, chartDir, edges),
 	})
 	if err != nil {
-		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s of %s/%s/%s: %w", self, rel, sr.Kind, obj.Namespace, sr.Name, err)), false
+		return builtChart{}, frame.Failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s of %s/%s/%s: %w", self, rel, sr.Kind, obj.Namespace, sr.Name, err)), false
 	}
 	b.name, b.version, b.data, b.valuesFiles = p.Metadata.Name, p.Metadata.Version, p.Data, p.ValuesFiles
 	if pin != "" && b.version != pin {
-		return builtChart{}, failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s has version %s now, not %s", self, rel, b.version, pin)), false
+		return builtChart{}, frame.Failed(chartPackageErrorReason, fmt.Errorf("%s: chart at %s has version %s now, not %s", self, rel, b.version, pin)), false
 	}
 	if pin == "" && obj.Spec.ReconcileStrategy != sourcev1.ReconcileStrategyRevision && r.unchanged(obj, b.version) &&
 		obj.Status.ObservedChartName == b.name {
 		// ChartVersion: a new artifact only for a new version, as in Flux.
 		b.unchanged = true
 	}
-	return b, outcome{}, true
+	return b, frame.Outcome{}, true
 }
 
 // versionMetadata is the build metadata Flux appends to the chart version
@@ -460,10 +461,10 @@ func (e *Engine) rebuildHelmChart(ctx context.Context, staging *source.Store, so
 		return source.Artifact{}, err
 	}
 	defer release()
-	self := nodeRef{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := frame.Ref{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
 	b, out, ok := (&helmChartReconciler{e: e}).build(ctx, obj, self, revision, nil)
 	if !ok {
-		return source.Artifact{}, errors.New(out.message)
+		return source.Artifact{}, errors.New(out.Message)
 	}
 	return staging.Put(ctx, sobj, b.version, bytes.NewReader(b.data))
 }
@@ -473,7 +474,7 @@ func (e *Engine) rebuildHelmChart(ctx context.Context, staging *source.Store, so
 // HelmRepository of the chart's namespace names (its credentials apply).
 // Other repositories are refused rather than fetched anonymously. edges,
 // when set, records the repositories (or URLs) the chart waits on.
-func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, root, chartDir string, edges *chartEdges) helmrepo.DependencyResolver {
+func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, root, chartDir string, edges *chartEdges) helmrepo.DependencyResolver {
 	return func(dep *chartv2.Dependency) ([]byte, error) {
 		if rest, ok := strings.CutPrefix(dep.Repository, "file://"); ok {
 			dir := filepath.Join(chartDir, filepath.FromSlash(rest))
@@ -493,14 +494,14 @@ func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.He
 			if strings.TrimSuffix(hr.Spec.URL, "/") != strings.TrimSuffix(dep.Repository, "/") {
 				continue
 			}
-			edges.add(nodeRef{Kind: sourcev1.HelmRepositoryKind, Namespace: hr.Namespace, Name: hr.Name})
+			edges.add(frame.Ref{Kind: sourcev1.HelmRepositoryKind, Namespace: hr.Namespace, Name: hr.Name})
 			sub := &sourcev1.HelmChart{ObjectMeta: obj.ObjectMeta, Spec: sourcev1.HelmChartSpec{
 				Chart: dep.Name, Version: dep.Version,
 				SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: hr.Name},
 			}}
 			b, out, ok := r.fromRepository(ctx, sub, self, "")
 			if !ok {
-				return nil, errors.New(out.message)
+				return nil, errors.New(out.Message)
 			}
 			return b.data, nil
 		}

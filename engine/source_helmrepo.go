@@ -11,6 +11,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
 	"github.com/cozystack/cozy-aio/source/oci"
@@ -24,7 +25,7 @@ type helmRepositoryReconciler struct{ e *Engine }
 func (r *helmRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.HelmRepository{}
 	res, err := r.e.reconcileSource(ctx, req, sourcev1.HelmRepositoryKind, obj,
-		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
@@ -46,51 +47,51 @@ func (r *helmRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // helmRepositoryUnsupported names the fields of a HelmRepository the
 // engine does not honour.
 func helmRepositoryUnsupported(obj *sourcev1.HelmRepository) error {
-	return unsupported(sourcev1.HelmRepositoryKind,
-		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
-		fieldCheck{"spec.accessFrom", obj.Spec.AccessFrom != nil},
+	return frame.Unsupported(sourcev1.HelmRepositoryKind,
+		frame.FieldCheck{Path: "spec.provider", Set: obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
+		frame.FieldCheck{Path: "spec.accessFrom", Set: obj.Spec.AccessFrom != nil},
 	)
 }
 
-func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmRepository, sobj source.Object) outcome {
+func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmRepository, sobj source.Object) frame.Outcome {
 	e := r.e
 	self := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
 	if err := helmRepositoryUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return frame.Stalled(UnsupportedFieldReason, err)
 	}
 	if obj.Spec.Type == sourcev1.HelmRepositoryTypeOCI {
 		return r.reconcileOCI(ctx, obj, self)
 	}
 	if !strings.HasPrefix(obj.Spec.URL, "http://") && !strings.HasPrefix(obj.Spec.URL, "https://") {
-		return stalled(sourcev1.URLInvalidReason, fmt.Errorf("%s: URL %q must start with http:// or https:// (or set type: oci)", self, obj.Spec.URL))
+		return frame.Stalled(sourcev1.URLInvalidReason, fmt.Errorf("%s: URL %q must start with http:// or https:// (or set type: oci)", self, obj.Spec.URL))
 	}
 	opts, err := e.helmRepoOptions(ctx, obj)
 	if err != nil {
-		return failed(sourcev1.AuthenticationFailedReason, err)
+		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	last := ""
-	if a := obj.Status.Artifact; a != nil && e.storedIndex(fromMetaArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && e.storedIndex(frame.StoreArtifact(a)) {
 		last = a.Digest
 	}
 	res, err := e.helmRepos.FetchIndex(ctx, e.store, sobj, obj.Spec.URL, last, opts)
 	if err != nil {
-		return failed(sourcev1.IndexationFailedReason, err)
+		return frame.Failed(sourcev1.IndexationFailedReason, err)
 	}
 	if res.Unchanged {
 		return indexStored(res.Digest)
 	}
-	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
 	return indexStored(res.Artifact.Revision)
 }
 
 // indexStored is Flux's Ready condition of a HelmRepository.
-func indexStored(revision string) outcome {
-	o := succeeded("stored artifact: revision '%s'", revision)
-	o.reason = meta.SucceededReason
+func indexStored(revision string) frame.Outcome {
+	o := frame.Succeeded("stored artifact: revision '%s'", revision)
+	o.Reason = meta.SucceededReason
 	return o
 }
 
@@ -102,21 +103,21 @@ func (e *Engine) storedIndex(a source.Artifact) bool {
 
 // reconcileOCI checks that the registry of an OCI repository answers. As
 // in Flux, the repository has no artifact: HelmCharts pull from it.
-func (r *helmRepositoryReconciler) reconcileOCI(ctx context.Context, obj *sourcev1.HelmRepository, self string) outcome {
+func (r *helmRepositoryReconciler) reconcileOCI(ctx context.Context, obj *sourcev1.HelmRepository, self string) frame.Outcome {
 	if !strings.HasPrefix(obj.Spec.URL, "oci://") {
-		return stalled(sourcev1.URLInvalidReason, fmt.Errorf("%s: URL %q must start with oci:// for type oci", self, obj.Spec.URL))
+		return frame.Stalled(sourcev1.URLInvalidReason, fmt.Errorf("%s: URL %q must start with oci:// for type oci", self, obj.Spec.URL))
 	}
 	reg, err := r.e.helmRepoRegistry(ctx, obj)
 	if err != nil {
-		return failed(sourcev1.AuthenticationFailedReason, err)
+		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	if err := oci.Ping(ctx, obj.Spec.URL, oci.Options{Registry: reg, Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}); err != nil {
-		return failed(meta.FailedReason, fmt.Errorf("%s: %w", self, err))
+	if err := oci.Ping(ctx, obj.Spec.URL, oci.Options{Registry: reg, Timeout: frame.DurationOr(obj.Spec.Timeout, 60*time.Second)}); err != nil {
+		return frame.Failed(meta.FailedReason, fmt.Errorf("%s: %w", self, err))
 	}
 	obj.Status.Artifact = nil
 	obj.Status.URL = ""
-	o := succeeded("Helm repository is Ready")
-	o.reason = meta.SucceededReason
+	o := frame.Succeeded("Helm repository is Ready")
+	o.Reason = meta.SucceededReason
 	return o
 }
 
@@ -127,7 +128,7 @@ func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmReposito
 	ref := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
 	opts := helmrepo.Options{
 		PassCredentials: obj.Spec.PassCredentials,
-		Timeout:         durationOr(obj.Spec.Timeout, 60*time.Second),
+		Timeout:         frame.DurationOr(obj.Spec.Timeout, 60*time.Second),
 		MaxIndexSize:    e.opts.HelmIndexMaxSize,
 		MaxChartSize:    e.opts.HelmChartMaxSize,
 		Dial:            e.sourceDial(),
@@ -142,7 +143,7 @@ func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmReposito
 			return opts, fmt.Errorf("%s: Secret %s/%s must hold both 'username' and 'password'", ref, s.Namespace, s.Name)
 		}
 		if len(s.Data["ca.crt"]) > 0 || len(s.Data["tls.crt"]) > 0 {
-			if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+			if opts.TLSConfig, err = frame.TLSFromSecret(s); err != nil {
 				return opts, fmt.Errorf("%s: %w", ref, err)
 			}
 		}
@@ -152,7 +153,7 @@ func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmReposito
 		if err != nil {
 			return opts, err
 		}
-		if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+		if opts.TLSConfig, err = frame.TLSFromSecret(s); err != nil {
 			return opts, fmt.Errorf("%s: %w", ref, err)
 		}
 	}
@@ -181,7 +182,7 @@ func (e *Engine) helmRepoRegistry(ctx context.Context, obj *sourcev1.HelmReposit
 		if err != nil {
 			return reg, err
 		}
-		if reg.TLSConfig, err = tlsFromSecret(s); err != nil {
+		if reg.TLSConfig, err = frame.TLSFromSecret(s); err != nil {
 			return reg, fmt.Errorf("%s: %w", ref, err)
 		}
 	}

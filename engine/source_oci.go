@@ -11,6 +11,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/oci"
 )
@@ -20,24 +21,24 @@ type ociRepositoryReconciler struct{ e *Engine }
 func (r *ociRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.OCIRepository{}
 	return r.e.reconcileSource(ctx, req, sourcev1.OCIRepositoryKind, obj,
-		func(sobj source.Object) outcome { return r.reconcile(ctx, obj, sobj) },
+		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
 		})
 }
 
-func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.OCIRepository, sobj source.Object) outcome {
+func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.OCIRepository, sobj source.Object) frame.Outcome {
 	e := r.e
 	if err := ociRepositoryUnsupported(obj); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return frame.Stalled(UnsupportedFieldReason, err)
 	}
 	if !strings.HasPrefix(obj.Spec.URL, "oci://") {
-		return stalled(sourcev1.URLInvalidReason, fmt.Errorf("OCIRepository/%s/%s: URL %q must start with oci://", obj.Namespace, obj.Name, obj.Spec.URL))
+		return frame.Stalled(sourcev1.URLInvalidReason, fmt.Errorf("OCIRepository/%s/%s: URL %q must start with oci://", obj.Namespace, obj.Name, obj.Spec.URL))
 	}
 	opts, err := r.options(ctx, obj)
 	if err != nil {
-		return failed(sourcev1.AuthenticationFailedReason, err)
+		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	ov, err := e.ociVerificationFor(ctx, fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name), obj.Namespace, obj.Spec.Verify)
 	if out, refused := verificationRefused(obj, err); refused {
@@ -49,7 +50,7 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	} else {
 		opts.Verify = ov.verifier(opts.Registry)
 	}
-	if a := obj.Status.Artifact; a != nil && e.stored(fromMetaArtifact(a)) &&
+	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) &&
 		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && equalPtr(obj.Status.ObservedLayerSelector, obj.Spec.LayerSelector) &&
 		ov.current(obj, obj.Generation, obj.Status.SourceVerificationFingerprint) {
 		// Built with the rules the spec asks for: an unchanged digest
@@ -61,28 +62,28 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 		return out
 	}
 	if err != nil {
-		return failed(sourcev1.OCIPullFailedReason, err)
+		return frame.Failed(sourcev1.OCIPullFailedReason, err)
 	}
 	if ov != nil && ov.verified {
 		ov.record(obj, res.Revision.String, &obj.Status.SourceVerificationFingerprint)
 	}
 	if res.Unchanged {
-		return succeeded("stored artifact for digest '%s'", obj.Status.Artifact.Revision)
+		return frame.Succeeded("stored artifact for digest '%s'", obj.Status.Artifact.Revision)
 	}
-	obj.Status.Artifact = toMetaArtifact(res.Artifact)
+	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedLayerSelector = obj.Spec.LayerSelector
 	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
-		return failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
+		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
-	return succeeded("stored artifact for digest '%s'", res.Artifact.Revision)
+	return frame.Succeeded("stored artifact for digest '%s'", res.Artifact.Revision)
 }
 
 func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCIRepository) (oci.Options, error) {
 	ref := fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name)
 	opts := oci.Options{Registry: oci.Registry{PlainHTTP: obj.Spec.Insecure, Dial: r.e.sourceDial()},
-		Timeout: durationOr(obj.Spec.Timeout, 60*time.Second)}
+		Timeout: frame.DurationOr(obj.Spec.Timeout, 60*time.Second)}
 	if rf := obj.Spec.Reference; rf != nil {
 		opts.Ref = oci.Ref{Tag: rf.Tag, SemVer: rf.SemVer, SemVerFilter: rf.SemverFilter, Digest: rf.Digest}
 	}
@@ -107,7 +108,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 		if err != nil {
 			return opts, err
 		}
-		if opts.TLSConfig, err = tlsFromSecret(s); err != nil {
+		if opts.TLSConfig, err = frame.TLSFromSecret(s); err != nil {
 			return opts, fmt.Errorf("%s: %w", ref, err)
 		}
 	}
@@ -116,7 +117,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 		if err != nil {
 			return opts, err
 		}
-		if opts.ProxyURL, err = proxyURL(s); err != nil {
+		if opts.ProxyURL, err = frame.ProxyURL(s); err != nil {
 			return opts, err
 		}
 	}
@@ -125,10 +126,10 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 
 // ociRepositoryUnsupported names the spec fields of obj that are set and not honoured.
 func ociRepositoryUnsupported(obj *sourcev1.OCIRepository) error {
-	return unsupported(sourcev1.OCIRepositoryKind,
-		fieldCheck{"spec.verify without secretRef (keyless cosign)", obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
-		fieldCheck{"spec.verify.trustedRootSecretRef", obj.Spec.Verify != nil && obj.Spec.Verify.TrustedRootSecretRef != nil},
-		fieldCheck{"spec.provider", obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
-		fieldCheck{"spec.serviceAccountName", obj.Spec.ServiceAccountName != ""},
+	return frame.Unsupported(sourcev1.OCIRepositoryKind,
+		frame.FieldCheck{Path: "spec.verify without secretRef (keyless cosign)", Set: obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
+		frame.FieldCheck{Path: "spec.verify.trustedRootSecretRef", Set: obj.Spec.Verify != nil && obj.Spec.Verify.TrustedRootSecretRef != nil},
+		frame.FieldCheck{Path: "spec.provider", Set: obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
+		frame.FieldCheck{Path: "spec.serviceAccountName", Set: obj.Spec.ServiceAccountName != ""},
 	)
 }

@@ -11,6 +11,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source/oci"
 	"github.com/cozystack/cozy-aio/source/verify"
 )
@@ -140,8 +141,8 @@ func (ov *ociVerification) record(obj conditions.Setter, revision string, finger
 // as v says, as source-controller checks a HelmChart's at every
 // reconcile, and marks SourceVerified=False on obj when it fails. verified
 // is false when a Notation policy let the chart through unverified.
-func (e *Engine) verifyChart(ctx context.Context, obj *sourcev1.HelmChart, self nodeRef, v *sourcev1.HelmChartVerification,
-	chartURL, digest string, reg oci.Registry) (verified bool, out outcome, ok bool) {
+func (e *Engine) verifyChart(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, v *sourcev1.HelmChartVerification,
+	chartURL, digest string, reg oci.Registry) (verified bool, out frame.Outcome, ok bool) {
 	ov, err := e.ociVerificationFor(ctx, self.String(), obj.Namespace, &sourcev1.OCIRepositoryVerification{Provider: v.Provider, SecretRef: v.SecretRef})
 	if err == nil && ov.provider != "notation" && len(ov.keys) == 0 {
 		err = ov.refused(fmt.Errorf("no public keys found in secret '%s/%s'", obj.Namespace, v.SecretRef.Name))
@@ -155,7 +156,7 @@ func (e *Engine) verifyChart(ctx context.Context, obj *sourcev1.HelmChart, self 
 	if err != nil {
 		err = fmt.Errorf("chart verification error: %w", err)
 		conditions.MarkFalse(obj, sourcev1.SourceVerifiedCondition, sourcev1.VerificationError, "%s", err)
-		return false, failed("ChartVerificationError", fmt.Errorf("%s: %w", self, err)), false
+		return false, frame.Failed("ChartVerificationError", fmt.Errorf("%s: %w", self, err)), false
 	}
-	return verified, outcome{}, true
+	return verified, frame.Outcome{}, true
 }

@@ -7,12 +7,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 )
 
 // sourceObject is what the Git and OCI source kinds share.
 type sourceObject interface {
-	object
+	frame.Object
 	GetRequeueAfter() time.Duration
 }
 
@@ -23,7 +24,7 @@ type sourceObject interface {
 // requeues after spec.interval; a failure that is not stalled retries
 // with the controller's exponential backoff, as in Flux.
 func (e *Engine) reconcileSource(ctx context.Context, req ctrl.Request, kind string, obj sourceObject,
-	fetch func(source.Object) outcome, suspended func() bool, setStatus func(generation int64, handled string)) (ctrl.Result, error) {
+	fetch func(source.Object) frame.Outcome, suspended func() bool, setStatus func(generation int64, handled string)) (ctrl.Result, error) {
 	sobj := source.Object{Kind: kind, Namespace: req.Namespace, Name: req.Name}
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -35,8 +36,8 @@ func (e *Engine) reconcileSource(ctx context.Context, req ctrl.Request, kind str
 		return ctrl.Result{}, nil
 	}
 	start := time.Now()
-	orig := obj.DeepCopyObject().(object)
+	orig := obj.DeepCopyObject().(frame.Object)
 	out := fetch(sobj)
-	setStatus(obj.GetGeneration(), handledRequest(obj))
-	return e.finish(ctx, kind, obj, orig, start, out, timing{interval: obj.GetRequeueAfter(), backoff: true})
+	setStatus(obj.GetGeneration(), frame.HandledRequest(obj))
+	return e.finish(ctx, kind, obj, orig, start, out, frame.Timing{Interval: obj.GetRequeueAfter(), Backoff: true})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/health"
 )
 
@@ -15,7 +16,7 @@ import (
 // object at one source revision. A new generation or revision makes an
 // older wait moot.
 type waitKey struct {
-	ref        nodeRef
+	ref        frame.Ref
 	generation int64
 	revision   string
 }
@@ -24,7 +25,7 @@ type waitEntry struct {
 	key    waitKey
 	handle *health.Handle
 	done   bool
-	out    outcome
+	out    frame.Outcome
 }
 
 // waits tracks the health waits in flight. A wait runs on watches, not on
@@ -38,7 +39,7 @@ type waits struct {
 	err    error
 
 	mu sync.Mutex
-	m  map[nodeRef]*waitEntry
+	m  map[frame.Ref]*waitEntry
 }
 
 // healthWaiter returns the engine's Waiter.
@@ -53,28 +54,28 @@ func (e *Engine) healthWaiter() (*health.Waiter, error) {
 // wait for this key (none started, or one for an older key, which is
 // cancelled): the caller applies and may start one. A finished wait is
 // reported once and forgotten, so the next interval checks afresh.
-func (w *waits) outcome(key waitKey) (out outcome, pending bool) {
+func (w *waits) outcome(key waitKey) (out frame.Outcome, pending bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[key.ref]
 	if !ok {
-		return outcome{}, false
+		return frame.Outcome{}, false
 	}
 	if e.key != key {
 		e.handle.Cancel()
 		delete(w.m, key.ref)
-		return outcome{}, false
+		return frame.Outcome{}, false
 	}
 	if !e.done {
 		rep := e.handle.Report()
-		return waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d of %d objects: %s",
+		return frame.Waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d of %d objects: %s",
 			key.revision, len(rep.NotReady()), len(rep.Objects), summary(rep)), 0), true
 	}
 	delete(w.m, key.ref)
 	return e.out, true
 }
 
-func (w *waits) forget(ref nodeRef) {
+func (w *waits) forget(ref frame.Ref) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.m[ref]; ok {
@@ -119,7 +120,7 @@ func (e *Engine) startWait(target *clusterClients, key waitKey, exprs []kustomiz
 		old.handle.Cancel()
 	}
 	if e.waits.m == nil {
-		e.waits.m = map[nodeRef]*waitEntry{}
+		e.waits.m = map[frame.Ref]*waitEntry{}
 	}
 	e.waits.m[key.ref] = entry
 	entry.handle = waiter.Start(*e.runCtx.Load(), refs, health.WaitOptions{
@@ -129,12 +130,12 @@ func (e *Engine) startWait(target *clusterClients, key waitKey, exprs []kustomiz
 			e.waits.mu.Lock()
 			entry.done = true
 			if err == nil && rep.Ready() {
-				entry.out = succeeded("Applied revision: %s", key.revision)
+				entry.out = frame.Succeeded("Applied revision: %s", key.revision)
 			} else {
 				if err == nil {
 					err = fmt.Errorf("not ready: %s", summary(rep))
 				}
-				entry.out = failed(meta.HealthCheckFailedReason, fmt.Errorf("%s: health check failed: %w", key.ref, err))
+				entry.out = frame.Failed(meta.HealthCheckFailedReason, fmt.Errorf("%s: health check failed: %w", key.ref, err))
 			}
 			e.waits.mu.Unlock()
 			e.enqueue(key.ref)

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // DefaultWatchConfigsSelector selects the ConfigMaps and Secrets whose
@@ -38,11 +40,11 @@ const (
 // Kustomization reads: what helm- and kustomize-controller index for their
 // config watches (valuesFrom, postBuild.substituteFrom,
 // decryption.secretRef, kubeConfig).
-func configRefs(o client.Object) []nodeRef {
-	var out []nodeRef
+func configRefs(o client.Object) []frame.Ref {
+	var out []frame.Ref
 	add := func(kind, name string) {
 		if kind == "ConfigMap" || kind == "Secret" {
-			out = append(out, nodeRef{Kind: kind, Namespace: o.GetNamespace(), Name: name})
+			out = append(out, frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: name})
 		}
 	}
 	var kc *meta.KubeConfigReference
@@ -76,7 +78,7 @@ func configRefs(o client.Object) []nodeRef {
 
 // readsConfigs records the ConfigMaps and Secrets obj reads (nil: none,
 // as on deletion), so that a watched one's change reconciles it.
-func (e *Engine) readsConfigs(self nodeRef, obj client.Object) {
+func (e *Engine) readsConfigs(self frame.Ref, obj client.Object) {
 	if obj == nil {
 		e.configs.Remove(self)
 		return
@@ -134,7 +136,7 @@ func (e *Engine) setupConfigWatches(kinds []kindController) error {
 	b := ctrl.NewControllerManagedBy(e.mgr).Named("configs")
 	for _, kind := range []string{"ConfigMap", "Secret"} {
 		changed := func(o client.Object) {
-			for _, u := range e.configs.Dependents(nodeRef{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
+			for _, u := range e.configs.Dependents(frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
 				e.enqueue(u)
 			}
 		}

@@ -1,4 +1,4 @@
-package engine
+package generator
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -21,36 +24,85 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/generate"
 )
 
-// artifactGeneratorReconciler composes ExternalArtifacts from several
+// Options are the engine's options the generators follow.
+type Options struct {
+	// DefaultInterval is how often a generator is reconciled.
+	DefaultInterval time.Duration
+	// FieldManager owns the ExternalArtifacts and Namespaces written.
+	FieldManager string
+	// Restricted refuses cross-namespace references; DefaultServiceAccount
+	// is then the account a generator's other namespaces are written as.
+	Restricted            bool
+	DefaultServiceAccount string
+	// MemoryBytes is the budget of the builds in memory (generate.NewBudget).
+	MemoryBytes int64
+	// PrivateExtraction gives every reconcile source trees of its own
+	// instead of the shared ones (tests).
+	PrivateExtraction bool
+}
+
+// Deps is what the generators use of the engine.
+type Deps struct {
+	// Client reads and writes through the engine's cache.
+	Client client.Client
+	// Store keeps the artifacts.
+	Store *source.Store
+	// Finisher writes each reconcile's outcome.
+	Finisher *frame.Finisher
+	// Graph learns each generator's sources, which wake it.
+	Graph *frame.Graph
+	// Recorder records the Events about Namespaces the generator adopts.
+	Recorder recorder.EventRecorder
+	// SourceArtifact resolves a source's artifact, materialising one the
+	// store lacks.
+	SourceArtifact func(ctx context.Context, self frame.Ref, kind, namespace, name string) (source.Artifact, frame.Outcome, bool)
+}
+
+// Reconciler composes ExternalArtifacts from several
 // sources, as Flux's source-watcher does.
-type artifactGeneratorReconciler struct{ e *Engine }
+type Reconciler struct {
+	deps     Deps
+	opts     Options
+	extracts *extractCache
+	memory   generatorBudget
+}
+
+// New returns the ArtifactGenerator reconciler. Its extracted-tree cache
+// runs with the manager (Extracts).
+func New(d Deps, o Options) *Reconciler {
+	return &Reconciler{deps: d, opts: o, extracts: newExtractCache(d.Store, o.PrivateExtraction)}
+}
+
+// Extracts is the cache of extracted source trees, a Runnable that drops
+// trees no generator read for a while.
+func (r *Reconciler) Extracts() manager.Runnable { return r.extracts }
 
 // generatorBudget is the memory budget all generator builds share, the
-// reconciler's and the rebuilds' (materialize.go), made on first use
-// (Options.GeneratorMemoryBytes).
+// reconciler's and the rebuilds' (Rebuild), made on first use
+// (Options.MemoryBytes).
 type generatorBudget struct {
 	once sync.Once
 	b    *generate.Budget
 }
 
-func (e *Engine) generatorMemory() *generate.Budget {
-	e.genMemory.once.Do(func() { e.genMemory.b = generate.NewBudget(e.opts.GeneratorMemoryBytes) })
-	return e.genMemory.b
+func (r *Reconciler) generatorMemory() *generate.Budget {
+	r.memory.once.Do(func() { r.memory.b = generate.NewBudget(r.opts.MemoryBytes) })
+	return r.memory.b
 }
 
-func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	e := r.e
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &swv1beta1.ArtifactGenerator{}
-	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.deps.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	self := nodeRef{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
+	self := frame.Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: obj.Namespace, Name: obj.Name}
 	if !obj.DeletionTimestamp.IsZero() {
-		e.graph.Remove(self)
+		r.deps.Graph.Remove(self)
 		return ctrl.Result{}, r.finalize(ctx, obj)
 	}
 	// As source-watcher: the finalizer deletes the generated
@@ -58,7 +110,7 @@ func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if !controllerutil.ContainsFinalizer(obj, swv1beta1.Finalizer) {
 		patch := client.MergeFrom(obj.DeepCopy())
 		controllerutil.AddFinalizer(obj, swv1beta1.Finalizer)
-		if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil {
+		if err := r.deps.Client.Patch(ctx, obj, patch); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -68,24 +120,23 @@ func (r *artifactGeneratorReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	start := time.Now()
 	orig := obj.DeepCopy()
 	out := r.reconcile(ctx, obj, self)
-	return e.finish(ctx, swv1beta1.ArtifactGeneratorKind, obj, orig, start, out, timing{interval: e.opts.DefaultInterval, retry: time.Minute})
+	return r.deps.Finisher.Finish(ctx, swv1beta1.ArtifactGeneratorKind, obj, orig, start, out, frame.Timing{Interval: r.opts.DefaultInterval, Retry: time.Minute})
 }
 
-func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self nodeRef) outcome {
-	e := r.e
-	var srcRefs []nodeRef
+func (r *Reconciler) reconcile(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self frame.Ref) frame.Outcome {
+	var srcRefs []frame.Ref
 	for _, s := range obj.Spec.Sources {
-		srcRefs = append(srcRefs, sourceRefOf(self, s.Kind, s.Namespace, s.Name))
+		srcRefs = append(srcRefs, frame.SourceRefOf(self, s.Kind, s.Namespace, s.Name))
 	}
-	e.graph.Set(self, srcRefs)
-	sources, done, out, ok := e.generatorSources(ctx, obj, self)
+	r.deps.Graph.Set(self, srcRefs)
+	sources, done, out, ok := r.generatorSources(ctx, obj, self)
 	if !ok {
 		return out
 	}
 	defer done()
 	outputs, err := generatorOutputs(obj, sources)
 	if err != nil {
-		return stalled(swv1beta1.ValidationFailedReason, fmt.Errorf("%s: %w", self, err))
+		return frame.Stalled(swv1beta1.ValidationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
 	type built struct {
 		art    source.Artifact
@@ -94,13 +145,13 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 	builds := make([]built, len(outputs))
 	arts := map[string]source.Artifact{}
 	for i, o := range outputs {
-		art, err := buildOutput(ctx, e.store, sources, o, generate.BuildOptions{Memory: e.generatorMemory()})
+		art, err := buildOutput(ctx, r.deps.Store, sources, o, generate.BuildOptions{Memory: r.generatorMemory()})
 		if err != nil {
-			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: %w", self, o.namespace, o.Name, err))
+			return frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: %w", self, o.namespace, o.Name, err))
 		}
-		inputs, err := e.exportedInputs(ctx, sources, art, o.InputsFrom)
+		inputs, err := r.exportedInputs(ctx, sources, art, o.InputsFrom)
 		if err != nil {
-			return failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: inputsFrom %s: %w", self, o.namespace, o.Name, o.InputsFrom, err))
+			return frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: artifact %s/%s: inputsFrom %s: %w", self, o.namespace, o.Name, o.InputsFrom, err))
 		}
 		builds[i] = built{art, inputs}
 		arts[o.namespace+"/"+o.Name] = art
@@ -114,12 +165,12 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 			if errors.As(err, &nsErr) {
 				return nsErr.outcome(self)
 			}
-			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
+			return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 		}
 		inventory = entries
 	}
 	if err := r.authorize(ctx, obj, outputs); err != nil {
-		return failed(swv1beta1.AccessDeniedReason, fmt.Errorf("%s: %w", self, err)).at(string(swv1beta1.ActionPublish))
+		return frame.Failed(swv1beta1.AccessDeniedReason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
 	}
 	for i, o := range outputs {
 		art := builds[i].art
@@ -128,10 +179,10 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 			if errors.Is(err, errOwnershipConflict) {
 				reason = swv1beta1.OwnershipConflictReason
 			}
-			return failed(reason, fmt.Errorf("%s: %w", self, err)).at(string(swv1beta1.ActionPublish))
+			return frame.Failed(reason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
 		}
-		if _, err := e.store.GC(ctx, outputObject(o.namespace, o.Name), art); err != nil {
-			return failed(meta.ArtifactFailedReason, err).at(string(swv1beta1.ActionPublish))
+		if _, err := r.deps.Store.GC(ctx, outputObject(o.namespace, o.Name), art); err != nil {
+			return frame.Failed(meta.ArtifactFailedReason, err).At(string(swv1beta1.ActionPublish))
 		}
 		inventory = append(inventory, swv1beta1.InventoryEntry{
 			Kind: sourcev1.ExternalArtifactKind, Name: o.Name, Namespace: o.namespace, Digest: art.Digest, Filename: filepath.Base(art.Path),
@@ -146,19 +197,19 @@ func (r *artifactGeneratorReconciler) reconcile(ctx context.Context, obj *swv1be
 			continue
 		}
 		if err := r.deleteOutput(ctx, obj, ref); err != nil {
-			return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).at(string(swv1beta1.ActionPublish))
+			return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)).At(string(swv1beta1.ActionPublish))
 		}
 	}
 	if err := r.pruneNamespaces(ctx, obj, obj.Status.Inventory, inventory); err != nil {
-		return failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: spec.managedNamespaces: %w", self, err)).at(string(swv1beta1.ActionPublish))
+		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: spec.managedNamespaces: %w", self, err)).At(string(swv1beta1.ActionPublish))
 	}
 	obj.Status.Inventory = inventory
-	return succeeded("reconciliation succeeded, generated %d artifact(s)", len(inventory))
+	return frame.Succeeded("reconciliation succeeded, generated %d artifact(s)", len(inventory))
 }
 
 // finalize deletes the ExternalArtifacts of a deleted generator, and
 // their artifacts, then lets the generator go.
-func (r *artifactGeneratorReconciler) finalize(ctx context.Context, obj *swv1beta1.ArtifactGenerator) error {
+func (r *Reconciler) finalize(ctx context.Context, obj *swv1beta1.ArtifactGenerator) error {
 	if !controllerutil.ContainsFinalizer(obj, swv1beta1.Finalizer) {
 		return nil
 	}
@@ -175,13 +226,13 @@ func (r *artifactGeneratorReconciler) finalize(ctx context.Context, obj *swv1bet
 	}
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, swv1beta1.Finalizer)
-	return client.IgnoreNotFound(r.e.mgr.GetClient().Patch(ctx, obj, patch))
+	return client.IgnoreNotFound(r.deps.Client.Patch(ctx, obj, patch))
 }
 
 // deleteOutput deletes the ExternalArtifact of an inventory entry, when
 // it is still the generator's, and its stored artifacts.
-func (r *artifactGeneratorReconciler) deleteOutput(ctx context.Context, gen *swv1beta1.ArtifactGenerator, ref swv1beta1.InventoryEntry) error {
-	c := r.e.mgr.GetClient()
+func (r *Reconciler) deleteOutput(ctx context.Context, gen *swv1beta1.ArtifactGenerator, ref swv1beta1.InventoryEntry) error {
+	c := r.deps.Client
 	ea := &sourcev1.ExternalArtifact{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, ea)
 	switch {
@@ -196,7 +247,7 @@ func (r *artifactGeneratorReconciler) deleteOutput(ctx context.Context, gen *swv
 			return fmt.Errorf("deleting ExternalArtifact %s/%s: %w", ref.Namespace, ref.Name, err)
 		}
 	}
-	return r.e.store.Remove(ctx, outputObject(ref.Namespace, ref.Name))
+	return r.deps.Store.Remove(ctx, outputObject(ref.Namespace, ref.Name))
 }
 
 // generatedBy reports whether ea's sourceRef names gen.
@@ -218,7 +269,7 @@ func generatedBy(ea *sourcev1.ExternalArtifact, gen *swv1beta1.ArtifactGenerator
 // with the other generators reading the same artifacts (extractCache). The
 // reconciler and the rebuild of an ExternalArtifact both use it, so that
 // they compose the same inputs.
-func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self nodeRef) (map[string]generate.Source, func(), outcome, bool) {
+func (r *Reconciler) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGenerator, self frame.Ref) (map[string]generate.Source, func(), frame.Outcome, bool) {
 	var releases []func()
 	done := func() {
 		for _, release := range releases {
@@ -227,15 +278,15 @@ func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGe
 	}
 	sources := map[string]generate.Source{}
 	for _, s := range obj.Spec.Sources {
-		art, out, ok := e.sourceArtifact(ctx, self, s.Kind, s.Namespace, s.Name)
+		art, out, ok := r.deps.SourceArtifact(ctx, self, s.Kind, s.Namespace, s.Name)
 		if !ok {
 			done()
 			return nil, nil, out, false
 		}
-		fsys, release, err := e.extracts.acquire(ctx, art)
+		fsys, release, err := r.extracts.acquire(ctx, art)
 		if err != nil {
 			done()
-			return nil, nil, failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err)).at(string(swv1beta1.ActionFetchSource)), false
+			return nil, nil, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting source %s: %w", self, s.Name, err)).At(string(swv1beta1.ActionFetchSource)), false
 		}
 		releases = append(releases, release)
 		// The origin revision is the source artifact's
@@ -243,7 +294,7 @@ func (e *Engine) generatorSources(ctx context.Context, obj *swv1beta1.ArtifactGe
 		sources[s.Alias] = generate.Source{FS: fsys, Revision: art.Revision,
 			OriginRevision: art.Metadata[swv1beta1.ArtifactOriginRevisionAnnotation]}
 	}
-	return sources, done, outcome{}, true
+	return sources, done, frame.Outcome{}, true
 }
 
 // buildOutput composes one output of a generator from its sources and
@@ -269,8 +320,8 @@ var errOwnershipConflict = errors.New("owned by another source")
 // writeExternalArtifact applies the ExternalArtifact that points back at
 // the generator, with its labels and annotations, then writes its
 // artifact, exported inputs and Ready condition in one status patch.
-func (r *artifactGeneratorReconciler) writeExternalArtifact(ctx context.Context, gen *swv1beta1.ArtifactGenerator, o generatedOutput, art source.Artifact, inputs map[string]*apiextensionsv1.JSON) error {
-	c := r.e.mgr.GetClient()
+func (r *Reconciler) writeExternalArtifact(ctx context.Context, gen *swv1beta1.ArtifactGenerator, o generatedOutput, art source.Artifact, inputs map[string]*apiextensionsv1.JSON) error {
+	c := r.deps.Client
 	current := &sourcev1.ExternalArtifact{}
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.Name}, current); {
 	case apierrors.IsNotFound(err):
@@ -303,11 +354,11 @@ func (r *artifactGeneratorReconciler) writeExternalArtifact(ctx context.Context,
 	if len(annotations) == 0 {
 		ea.Annotations = nil
 	}
-	if err := c.Patch(ctx, ea, client.Apply, client.FieldOwner(r.e.opts.FieldManager), client.ForceOwnership); err != nil {
+	if err := c.Patch(ctx, ea, client.Apply, client.FieldOwner(r.opts.FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ExternalArtifact %s/%s: %w", o.namespace, o.Name, err)
 	}
 	orig := ea.DeepCopy()
-	ea.Status.Artifact = toMetaArtifact(art)
+	ea.Status.Artifact = frame.MetaArtifact(art)
 	ea.Status.ExportedInputs = inputs
 	conditions.MarkTrue(ea, meta.ReadyCondition, meta.SucceededReason, "Artifact revision %s", art.Revision)
 	if err := c.Status().Patch(ctx, ea, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
@@ -315,3 +366,53 @@ func (r *artifactGeneratorReconciler) writeExternalArtifact(ctx context.Context,
 	}
 	return nil
 }
+
+// WaitingError says a rebuild waits for one of the generator's sources.
+type WaitingError struct{ Message string }
+
+func (e *WaitingError) Error() string { return e.Message }
+
+// Rebuild composes an ArtifactGenerator's output again from the
+// generator's sources, materialising those the store lacks, as the
+// reconciler does, into staging. slot bounds the rebuilds in flight.
+func (r *Reconciler) Rebuild(ctx context.Context, staging *source.Store, ea *sourcev1.ExternalArtifact, slot func(context.Context) (func(), error)) (source.Artifact, error) {
+	sr := ea.Spec.SourceRef
+	if sr == nil || sr.Kind != swv1beta1.ArtifactGeneratorKind {
+		return source.Artifact{}, errors.New("only the artifact of an ArtifactGenerator (spec.sourceRef) can be rebuilt")
+	}
+	genNamespace := sr.Namespace
+	if genNamespace == "" {
+		genNamespace = ea.Namespace
+	}
+	gen := &swv1beta1.ArtifactGenerator{}
+	if err := r.deps.Client.Get(ctx, client.ObjectKey{Namespace: genNamespace, Name: sr.Name}, gen); err != nil {
+		return source.Artifact{}, fmt.Errorf("reading %s/%s/%s: %w", swv1beta1.ArtifactGeneratorKind, genNamespace, sr.Name, err)
+	}
+	self := frame.Ref{Kind: swv1beta1.ArtifactGeneratorKind, Namespace: gen.Namespace, Name: gen.Name}
+	sources, done, out, ok := r.generatorSources(ctx, gen, self)
+	if !ok {
+		if out.Waiting {
+			return source.Artifact{}, &WaitingError{Message: out.Message}
+		}
+		return source.Artifact{}, errors.New(out.Message)
+	}
+	defer done()
+	outputs, err := generatorOutputs(gen, sources)
+	if err != nil {
+		return source.Artifact{}, fmt.Errorf("%s: %w", self, err)
+	}
+	i := slices.IndexFunc(outputs, func(o generatedOutput) bool { return o.Name == ea.Name && o.namespace == ea.Namespace })
+	if i < 0 {
+		return source.Artifact{}, fmt.Errorf("%s has no output %s/%s", self, ea.Namespace, ea.Name)
+	}
+	release, err := slot(ctx)
+	if err != nil {
+		return source.Artifact{}, err
+	}
+	defer release()
+	return buildOutput(ctx, staging, sources, outputs[i], generate.BuildOptions{Memory: r.generatorMemory()})
+}
+
+// Extractions is the number of source extractions started, for the
+// benchmark that compares shared and private trees.
+func (r *Reconciler) Extractions() int64 { return r.extracts.extractions.Load() }

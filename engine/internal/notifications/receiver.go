@@ -1,4 +1,4 @@
-package engine
+package notifications
 
 import (
 	"context"
@@ -17,89 +17,90 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/notify"
 )
 
 // reconcileReceiver reads a Receiver's token, serves its webhook path and
 // writes the path to status.webhookPath with Ready. It runs on every
 // replica (each serves webhooks); only the leader writes status.
-func (e *Engine) reconcileReceiver(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (n *Notifier) reconcileReceiver(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &notifyv1.Receiver{}
-	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := n.deps.Manager.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			e.unserveReceiver(req.NamespacedName)
+			n.unserveReceiver(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if obj.Spec.Suspend || !obj.DeletionTimestamp.IsZero() {
-		e.unserveReceiver(req.NamespacedName)
+		n.unserveReceiver(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	start := time.Now()
 	orig := obj.DeepCopy()
-	out := e.receiverOutcome(ctx, obj)
-	if !out.ready {
-		e.unserveReceiver(req.NamespacedName)
+	out := n.receiverOutcome(ctx, obj)
+	if !out.Ready {
+		n.unserveReceiver(req.NamespacedName)
 	}
 	obj.Status.ObservedGeneration = obj.Generation
-	obj.Status.LastHandledReconcileAt = handledRequest(obj)
-	return e.finish(ctx, notifyv1.ReceiverKind, obj, orig, start, out, timing{interval: obj.GetInterval(), retry: time.Minute})
+	obj.Status.LastHandledReconcileAt = frame.HandledRequest(obj)
+	return n.deps.Finisher.Finish(ctx, notifyv1.ReceiverKind, obj, orig, start, out, frame.Timing{Interval: obj.GetInterval(), Retry: time.Minute})
 }
 
-func (e *Engine) unserveReceiver(ref types.NamespacedName) {
-	if e.notify.webhooks != nil {
-		e.notify.webhooks.DeleteReceiver(ref)
+func (n *Notifier) unserveReceiver(ref types.NamespacedName) {
+	if n.webhooks != nil {
+		n.webhooks.DeleteReceiver(ref)
 	}
 }
 
-func (e *Engine) receiverOutcome(ctx context.Context, obj *notifyv1.Receiver) outcome {
+func (n *Notifier) receiverOutcome(ctx context.Context, obj *notifyv1.Receiver) frame.Outcome {
 	filtered := false
 	for _, r := range obj.Spec.Resources {
 		filtered = filtered || r.Filter != ""
 	}
-	if err := unsupported(notifyv1.ReceiverKind,
-		fieldCheck{"spec.type " + obj.Spec.Type, !slices.Contains(notify.ReceiverTypes, obj.Spec.Type)},
-		fieldCheck{"spec.resourceFilter", obj.Spec.ResourceFilter != ""},
-		fieldCheck{"spec.resources[].filter", filtered},
-		fieldCheck{"spec.oidcProviders", len(obj.Spec.OIDCProviders) > 0},
+	if err := frame.Unsupported(notifyv1.ReceiverKind,
+		frame.FieldCheck{Path: "spec.type " + obj.Spec.Type, Set: !slices.Contains(notify.ReceiverTypes, obj.Spec.Type)},
+		frame.FieldCheck{Path: "spec.resourceFilter", Set: obj.Spec.ResourceFilter != ""},
+		frame.FieldCheck{Path: "spec.resources[].filter", Set: filtered},
+		frame.FieldCheck{Path: "spec.oidcProviders", Set: len(obj.Spec.OIDCProviders) > 0},
 	); err != nil {
-		return stalled(UnsupportedFieldReason, err)
+		return frame.Stalled(frame.UnsupportedFieldReason, err)
 	}
-	if e.opts.Restricted {
+	if n.deps.Restricted {
 		for _, r := range obj.Spec.Resources {
 			if r.Namespace != "" && r.Namespace != obj.Namespace {
-				return stalled(notifyv1.ValidationFailedReason, fmt.Errorf("Receiver/%s/%s: resource %s/%s/%s: cross-namespace references are disabled",
+				return frame.Stalled(notifyv1.ValidationFailedReason, fmt.Errorf("Receiver/%s/%s: resource %s/%s/%s: cross-namespace references are disabled",
 					obj.Namespace, obj.Name, r.Kind, r.Namespace, r.Name))
 			}
 		}
 	}
 	if obj.Spec.SecretRef == nil {
-		return stalled(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: spec.secretRef is required", obj.Namespace, obj.Name))
+		return frame.Stalled(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: spec.secretRef is required", obj.Namespace, obj.Name))
 	}
-	s, err := e.secret(ctx, "Receiver/"+obj.Namespace+"/"+obj.Name+" spec.secretRef", obj.Namespace, obj.Spec.SecretRef.Name)
+	s, err := n.deps.Secret(ctx, "Receiver/"+obj.Namespace+"/"+obj.Name+" spec.secretRef", obj.Namespace, obj.Spec.SecretRef.Name)
 	if err != nil {
-		return failed(notifyv1.TokenNotFoundReason, err)
+		return frame.Failed(notifyv1.TokenNotFoundReason, err)
 	}
 	token := string(s.Data["token"])
 	if token == "" {
-		return failed(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: Secret %s/%s has no key 'token'",
+		return frame.Failed(notifyv1.TokenNotFoundReason, fmt.Errorf("Receiver/%s/%s: Secret %s/%s has no key 'token'",
 			obj.Namespace, obj.Name, s.Namespace, s.Name))
 	}
 	path := notify.WebhookPath(token, obj.Name, obj.Namespace)
 	obj.Status.WebhookPath = path
-	if e.notify.webhooks == nil {
-		return succeeded("Receiver initialized for path: %s (the webhook server is off: set --webhook-addr)", path)
+	if n.webhooks == nil {
+		return frame.Succeeded("Receiver initialized for path: %s (the webhook server is off: set --webhook-addr)", path)
 	}
-	e.notify.webhooks.SetReceiver(client.ObjectKeyFromObject(obj), path, notify.Receiver{Type: obj.Spec.Type, Token: token, Events: obj.Spec.Events})
-	return succeeded("Receiver initialized for path: %s", path)
+	n.webhooks.SetReceiver(client.ObjectKeyFromObject(obj), path, notify.Receiver{Type: obj.Spec.Type, Token: token, Events: obj.Spec.Events})
+	return frame.Succeeded("Receiver initialized for path: %s", path)
 }
 
 // triggerReceiver requests a reconcile of every resource of a Receiver, by
 // setting reconcile.fluxcd.io/requestedAt, as Flux does.
-func (e *Engine) triggerReceiver(ctx context.Context, ref types.NamespacedName) error {
+func (n *Notifier) triggerReceiver(ctx context.Context, ref types.NamespacedName) error {
 	obj := &notifyv1.Receiver{}
-	if err := e.mgr.GetClient().Get(ctx, ref, obj); err != nil {
+	if err := n.deps.Manager.GetClient().Get(ctx, ref, obj); err != nil {
 		return err
 	}
 	now := time.Now().Format(time.RFC3339Nano)
@@ -109,7 +110,7 @@ func (e *Engine) triggerReceiver(ctx context.Context, ref types.NamespacedName) 
 		if ns == "" {
 			ns = obj.Namespace
 		}
-		if err := e.requestReconcile(ctx, r.CrossNamespaceObjectReference, ns, now); err != nil {
+		if err := n.requestReconcile(ctx, r.CrossNamespaceObjectReference, ns, now); err != nil {
 			errs = append(errs, fmt.Errorf("Receiver/%s/%s: %s/%s/%s: %w", ref.Namespace, ref.Name, r.Kind, ns, r.Name, err))
 		}
 	}
@@ -118,8 +119,8 @@ func (e *Engine) triggerReceiver(ctx context.Context, ref types.NamespacedName) 
 
 // requestReconcile annotates the resource (or, for name "*", every object
 // of the kind in ns with the labels) with requestedAt.
-func (e *Engine) requestReconcile(ctx context.Context, r notifyv1.CrossNamespaceObjectReference, ns, requestedAt string) error {
-	gvk, err := e.resourceGVK(r)
+func (n *Notifier) requestReconcile(ctx context.Context, r notifyv1.CrossNamespaceObjectReference, ns, requestedAt string) error {
+	gvk, err := n.resourceGVK(r)
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func (e *Engine) requestReconcile(ctx context.Context, r notifyv1.CrossNamespace
 	if r.Name == "*" {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := e.mgr.GetAPIReader().List(ctx, list, client.InNamespace(ns), client.MatchingLabels(r.MatchLabels)); err != nil {
+		if err := n.deps.Manager.GetAPIReader().List(ctx, list, client.InNamespace(ns), client.MatchingLabels(r.MatchLabels)); err != nil {
 			return err
 		}
 		for _, it := range list.Items {
@@ -142,7 +143,7 @@ func (e *Engine) requestReconcile(ctx context.Context, r notifyv1.CrossNamespace
 		o.SetGroupVersionKind(gvk)
 		o.SetNamespace(ns)
 		o.SetName(name)
-		if err := e.mgr.GetClient().Patch(ctx, o, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if err := n.deps.Manager.GetClient().Patch(ctx, o, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return err
 		}
 	}
@@ -151,7 +152,7 @@ func (e *Engine) requestReconcile(ctx context.Context, r notifyv1.CrossNamespace
 
 // resourceGVK resolves a Receiver resource's kind: its apiVersion when
 // set, else the version the engine reconciles.
-func (e *Engine) resourceGVK(r notifyv1.CrossNamespaceObjectReference) (schema.GroupVersionKind, error) {
+func (n *Notifier) resourceGVK(r notifyv1.CrossNamespaceObjectReference) (schema.GroupVersionKind, error) {
 	if r.APIVersion != "" {
 		gv, err := schema.ParseGroupVersion(r.APIVersion)
 		if err != nil {
@@ -159,9 +160,9 @@ func (e *Engine) resourceGVK(r notifyv1.CrossNamespaceObjectReference) (schema.G
 		}
 		return gv.WithKind(r.Kind), nil
 	}
-	newObj, ok := e.newObject[r.Kind]
+	obj, ok := n.deps.NewObject(r.Kind)
 	if !ok {
 		return schema.GroupVersionKind{}, fmt.Errorf("apiVersion must be set for kind %s", r.Kind)
 	}
-	return apiutil.GVKForObject(newObj(), e.mgr.GetScheme())
+	return apiutil.GVKForObject(obj, n.deps.Manager.GetScheme())
 }

@@ -1,4 +1,4 @@
-package engine
+package generator
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/generate"
 )
@@ -44,23 +45,23 @@ func nsStalled(format string, args ...any) *namespaceError {
 	return &namespaceError{reason: swv1beta1.ValidationFailedReason, stalled: true, err: fmt.Errorf(format, args...)}
 }
 
-func (e *namespaceError) outcome(self nodeRef) outcome {
+func (e *namespaceError) outcome(self frame.Ref) frame.Outcome {
 	err := fmt.Errorf("%s: spec.managedNamespaces: %w", self, e.err)
 	if e.stalled {
-		return stalled(e.reason, err)
+		return frame.Stalled(e.reason, err)
 	}
-	return failed(e.reason, err).at(string(swv1beta1.ActionPublish))
+	return frame.Failed(e.reason, err).At(string(swv1beta1.ActionPublish))
 }
 
 // namespaceAccount is the ServiceAccount that authorizes a generator's
 // namespace management: spec.serviceAccountName, else in restricted mode
 // the default account; "" when there is none.
-func (r *artifactGeneratorReconciler) namespaceAccount(gen *swv1beta1.ArtifactGenerator) string {
+func (r *Reconciler) namespaceAccount(gen *swv1beta1.ArtifactGenerator) string {
 	if gen.Spec.ServiceAccountName != "" {
 		return gen.Spec.ServiceAccountName
 	}
-	if r.e.opts.Restricted {
-		return r.e.opts.DefaultServiceAccount
+	if r.opts.Restricted {
+		return r.opts.DefaultServiceAccount
 	}
 	return ""
 }
@@ -85,7 +86,7 @@ func managedTargets(gen *swv1beta1.ArtifactGenerator, outs []generatedOutput) []
 // then applies it with its own identity, with the metadata the spec
 // builds and the generator's labels. arts holds the built artifact of
 // each output, for metadata read from "@artifact/…".
-func (r *artifactGeneratorReconciler) reconcileNamespaces(ctx context.Context, gen *swv1beta1.ArtifactGenerator, outs []generatedOutput,
+func (r *Reconciler) reconcileNamespaces(ctx context.Context, gen *swv1beta1.ArtifactGenerator, outs []generatedOutput,
 	arts map[string]source.Artifact, sources map[string]generate.Source) ([]swv1beta1.InventoryEntry, error) {
 	mn := gen.Spec.ManagedNamespaces
 	sa := r.namespaceAccount(gen)
@@ -123,7 +124,7 @@ func (r *artifactGeneratorReconciler) reconcileNamespaces(ctx context.Context, g
 		if err := r.accessReview(ctx, gen.Namespace, sa, authorizationv1.ResourceAttributes{Resource: "namespaces", Name: name}, verbs); err != nil {
 			return nil, &namespaceError{reason: swv1beta1.AccessDeniedReason, err: err}
 		}
-		labels, annotations, err := r.e.namespaceMetadata(ctx, gen, o, arts[o.namespace+"/"+o.Name], sources)
+		labels, annotations, err := r.namespaceMetadata(ctx, gen, o, arts[o.namespace+"/"+o.Name], sources)
 		if err != nil {
 			return nil, &namespaceError{reason: swv1beta1.ValidationFailedReason, err: fmt.Errorf("namespace %s: %w", name, err)}
 		}
@@ -140,8 +141,8 @@ func (r *artifactGeneratorReconciler) reconcileNamespaces(ctx context.Context, g
 // disabled, ssa Ignore, or ssa IfNotPresent once it exists). Adopting a
 // namespace no generator manages, or taking over another generator's,
 // records a Warning Event on the namespace.
-func (r *artifactGeneratorReconciler) applyNamespace(ctx context.Context, gen *swv1beta1.ArtifactGenerator, name string, labels, annotations map[string]string) error {
-	c := r.e.mgr.GetClient()
+func (r *Reconciler) applyNamespace(ctx context.Context, gen *swv1beta1.ArtifactGenerator, name string, labels, annotations map[string]string) error {
+	c := r.deps.Client
 	existing := &corev1.Namespace{}
 	err := c.Get(ctx, client.ObjectKey{Name: name}, existing)
 	switch {
@@ -155,10 +156,10 @@ func (r *artifactGeneratorReconciler) applyNamespace(ctx context.Context, gen *s
 		switch owner := existing.Labels[swv1beta1.ArtifactGeneratorLabel]; owner {
 		case string(gen.UID):
 		case "":
-			r.e.recorder.Eventf(existing, nil, corev1.EventTypeWarning, swv1beta1.AdoptedReason, string(swv1beta1.ActionPublish),
+			r.deps.Recorder.Eventf(existing, nil, corev1.EventTypeWarning, swv1beta1.AdoptedReason, string(swv1beta1.ActionPublish),
 				"Namespace %s is not managed by any ArtifactGenerator and is being adopted by %s/%s", name, gen.Namespace, gen.Name)
 		default:
-			r.e.recorder.Eventf(existing, nil, corev1.EventTypeWarning, swv1beta1.OwnershipConflictReason, string(swv1beta1.ActionPublish),
+			r.deps.Recorder.Eventf(existing, nil, corev1.EventTypeWarning, swv1beta1.OwnershipConflictReason, string(swv1beta1.ActionPublish),
 				"Namespace %s is managed by ArtifactGenerator %s and is being taken over by %s/%s", name, owner, gen.Namespace, gen.Name)
 		}
 	}
@@ -166,7 +167,7 @@ func (r *artifactGeneratorReconciler) applyNamespace(ctx context.Context, gen *s
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
 	}
-	if err := c.Patch(ctx, ns, client.Apply, client.FieldOwner(r.e.opts.FieldManager), client.ForceOwnership); err != nil {
+	if err := c.Patch(ctx, ns, client.Apply, client.FieldOwner(r.opts.FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying namespace %s: %w", name, err)
 	}
 	return nil
@@ -190,11 +191,11 @@ func namespaceOptsOut(ns *corev1.Namespace, applying bool) bool {
 // pruneNamespaces deletes the managed namespaces of old that keep is
 // without, when spec.managedNamespaces.prune is set (or the generator is
 // gone with prune set), and only those that are still the generator's.
-func (r *artifactGeneratorReconciler) pruneNamespaces(ctx context.Context, gen *swv1beta1.ArtifactGenerator, old, keep []swv1beta1.InventoryEntry) error {
+func (r *Reconciler) pruneNamespaces(ctx context.Context, gen *swv1beta1.ArtifactGenerator, old, keep []swv1beta1.InventoryEntry) error {
 	if !gen.NamespacePrune() {
 		return nil
 	}
-	c := r.e.mgr.GetClient()
+	c := r.deps.Client
 	for _, ref := range old {
 		if ref.Kind != swv1beta1.NamespaceKind || slices.ContainsFunc(keep, func(k swv1beta1.InventoryEntry) bool {
 			return k.Kind == swv1beta1.NamespaceKind && k.Name == ref.Name
@@ -220,7 +221,7 @@ func (r *artifactGeneratorReconciler) pruneNamespaces(ctx context.Context, gen *
 
 // accessReview checks with SubjectAccessReviews that the ServiceAccount
 // namespace/name may do each verb on the resource.
-func (r *artifactGeneratorReconciler) accessReview(ctx context.Context, namespace, name string, attrs authorizationv1.ResourceAttributes, verbs []string) error {
+func (r *Reconciler) accessReview(ctx context.Context, namespace, name string, attrs authorizationv1.ResourceAttributes, verbs []string) error {
 	for _, verb := range verbs {
 		a := attrs
 		a.Verb = verb
@@ -229,7 +230,7 @@ func (r *artifactGeneratorReconciler) accessReview(ctx context.Context, namespac
 			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 			ResourceAttributes: &a,
 		}}
-		if err := r.e.mgr.GetClient().Create(ctx, review); err != nil {
+		if err := r.deps.Client.Create(ctx, review); err != nil {
 			return fmt.Errorf("checking ServiceAccount %s/%s's access: %w", namespace, name, err)
 		}
 		if !review.Status.Allowed {
@@ -254,7 +255,7 @@ func (r *artifactGeneratorReconciler) accessReview(ctx context.Context, namespac
 // order, then the generator's own labels, which nothing overrides. o is
 // the first output that targets the namespace: its captures render the
 // file's path, and "@artifact/…" reads its artifact.
-func (e *Engine) namespaceMetadata(ctx context.Context, gen *swv1beta1.ArtifactGenerator, o generatedOutput, art source.Artifact, sources map[string]generate.Source) (map[string]string, map[string]string, error) {
+func (r *Reconciler) namespaceMetadata(ctx context.Context, gen *swv1beta1.ArtifactGenerator, o generatedOutput, art source.Artifact, sources map[string]generate.Source) (map[string]string, map[string]string, error) {
 	labels, annotations := map[string]string{}, map[string]string{}
 	if cm := gen.Spec.CommonMetadata; cm != nil {
 		maps.Copy(labels, cm.Labels)
@@ -262,7 +263,7 @@ func (e *Engine) namespaceMetadata(ctx context.Context, gen *swv1beta1.ArtifactG
 	}
 	md := gen.Spec.ManagedNamespaces.Metadata
 	if md != nil && md.FromSource != nil {
-		l, a, err := e.sourcedNamespaceMetadata(ctx, md.FromSource, o, art, sources)
+		l, a, err := r.sourcedNamespaceMetadata(ctx, md.FromSource, o, art, sources)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -311,12 +312,12 @@ func (e *Engine) namespaceMetadata(ctx context.Context, gen *swv1beta1.ArtifactG
 // sourcedNamespaceMetadata reads a NamespaceMetadata file and keeps the
 // labels and annotations its allowed schema names, each value checked by
 // its CEL expression over "value".
-func (e *Engine) sourcedNamespaceMetadata(ctx context.Context, from *swv1beta1.NamespaceMetadataFromSource, o generatedOutput, art source.Artifact, sources map[string]generate.Source) (map[string]string, map[string]string, error) {
+func (r *Reconciler) sourcedNamespaceMetadata(ctx context.Context, from *swv1beta1.NamespaceMetadataFromSource, o generatedOutput, art source.Artifact, sources map[string]generate.Source) (map[string]string, map[string]string, error) {
 	p, err := generate.Render(from.Path, o.raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("metadata.fromSource.path: %w", err)
 	}
-	data, err := e.readGeneratorFile(ctx, sources, art, p)
+	data, err := r.readGeneratorFile(ctx, sources, art, p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("metadata.fromSource.path %s: %w", p, err)
 	}
@@ -366,7 +367,7 @@ func allowedMetadata(ctx context.Context, values, schema map[string]string, what
 // readGeneratorFile reads "@<alias>/<path>" from a source of the
 // generator, or "@artifact/<path>" from the output's artifact, up to
 // maxInputsSize bytes.
-func (e *Engine) readGeneratorFile(ctx context.Context, sources map[string]generate.Source, art source.Artifact, ref string) ([]byte, error) {
+func (r *Reconciler) readGeneratorFile(ctx context.Context, sources map[string]generate.Source, art source.Artifact, ref string) ([]byte, error) {
 	alias, rel, ok := strings.Cut(strings.TrimPrefix(ref, "@"), "/")
 	rel = path.Clean(rel)
 	if !ok || !strings.HasPrefix(ref, "@") || rel == "." || !fs.ValidPath(rel) {
@@ -374,7 +375,7 @@ func (e *Engine) readGeneratorFile(ctx context.Context, sources map[string]gener
 	}
 	var fsys fs.FS
 	if alias == swv1beta1.ArtifactAlias {
-		tree, release, err := e.extracts.acquire(ctx, art)
+		tree, release, err := r.extracts.acquire(ctx, art)
 		if err != nil {
 			return nil, fmt.Errorf("extracting the generated artifact: %w", err)
 		}

@@ -1,4 +1,4 @@
-package engine
+package generator
 
 import (
 	"context"
@@ -130,7 +130,7 @@ var externalArtifactVerbs = []string{"create", "update", "delete"}
 // for every namespace, else in restricted mode the default account for
 // the namespaces other than the generator's. Without one the engine's own
 // identity answers.
-func (r *artifactGeneratorReconciler) authorize(ctx context.Context, gen *swv1beta1.ArtifactGenerator, outs []generatedOutput) error {
+func (r *Reconciler) authorize(ctx context.Context, gen *swv1beta1.ArtifactGenerator, outs []generatedOutput) error {
 	checked := map[string]bool{}
 	for _, o := range outs {
 		ns := o.namespace
@@ -139,8 +139,8 @@ func (r *artifactGeneratorReconciler) authorize(ctx context.Context, gen *swv1be
 		}
 		checked[ns] = true
 		sa := gen.Spec.ServiceAccountName
-		if sa == "" && ns != gen.Namespace && r.e.opts.Restricted {
-			sa = r.e.opts.DefaultServiceAccount
+		if sa == "" && ns != gen.Namespace && r.opts.Restricted {
+			sa = r.opts.DefaultServiceAccount
 		}
 		if sa == "" {
 			continue
@@ -157,11 +157,11 @@ func (r *artifactGeneratorReconciler) authorize(ctx context.Context, gen *swv1be
 // "@<alias>/<path>" in a source or "@artifact/<path>" in the generated
 // artifact, into the ExternalArtifact's status.exportedInputs: each
 // top-level key a JSON value. Empty when inputsFrom is.
-func (e *Engine) exportedInputs(ctx context.Context, sources map[string]generate.Source, art source.Artifact, from string) (map[string]*apiextensionsv1.JSON, error) {
+func (r *Reconciler) exportedInputs(ctx context.Context, sources map[string]generate.Source, art source.Artifact, from string) (map[string]*apiextensionsv1.JSON, error) {
 	if from == "" {
 		return nil, nil
 	}
-	data, err := e.readGeneratorFile(ctx, sources, art, from)
+	data, err := r.readGeneratorFile(ctx, sources, art, from)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"bufio"
@@ -42,7 +42,7 @@ import (
 // /metrics handler writes these series as text straight from the counters
 // instead (writeText): during its Gather of the registry the collector is
 // muted.
-type reconcileMetrics struct {
+type Metrics struct {
 	mu   sync.Mutex
 	objs map[metricKey]*objectMetrics
 	// exported is set when this collector is the registry's (metricsFor):
@@ -84,13 +84,13 @@ var (
 	conditionStatuses = [...]metav1.ConditionStatus{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionUnknown}
 )
 
-func newReconcileMetrics() *reconcileMetrics {
-	return &reconcileMetrics{objs: map[metricKey]*objectMetrics{}}
+func newReconcileMetrics() *Metrics {
+	return &Metrics{objs: map[metricKey]*objectMetrics{}}
 }
 
 // record adds one reconcile of the object that started at start and left
 // its Ready condition at ready ("" when it has none).
-func (m *reconcileMetrics) record(kind, namespace, name string, start time.Time, ready metav1.ConditionStatus) {
+func (m *Metrics) Record(kind, namespace, name string, start time.Time, ready metav1.ConditionStatus) {
 	d := time.Since(start).Seconds()
 	k := metricKey{kind: kind, namespace: namespace, name: name}
 	m.mu.Lock()
@@ -113,20 +113,20 @@ func (m *reconcileMetrics) record(kind, namespace, name string, start time.Time,
 }
 
 // forget drops the object's series.
-func (m *reconcileMetrics) forget(kind, namespace, name string) {
+func (m *Metrics) Forget(kind, namespace, name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.objs, metricKey{kind: kind, namespace: namespace, name: name})
 }
 
 // Describe implements prometheus.Collector.
-func (m *reconcileMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- conditionDesc
 	ch <- durationDesc
 }
 
 // Collect implements prometheus.Collector.
-func (m *reconcileMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if m.muted.Load() > 0 {
 		return
 	}
@@ -155,13 +155,13 @@ func (m *reconcileMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // metricsFor returns the reconcile metrics registered in registry, one per
 // registry, so that several engines can share a process and a registry.
-func metricsFor(registry *prometheus.Registry) *reconcileMetrics {
+func NewMetrics(registry *prometheus.Registry) *Metrics {
 	m := newReconcileMetrics()
 	err := registry.Register(m)
 	m.exported = err == nil
 	if err != nil {
 		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-			if existing, ok := are.ExistingCollector.(*reconcileMetrics); ok {
+			if existing, ok := are.ExistingCollector.(*Metrics); ok {
 				return existing
 			}
 		}
@@ -173,7 +173,7 @@ func metricsFor(registry *prometheus.Registry) *reconcileMetrics {
 
 // snapshot copies every object's counters, sorted as Gather sorts series:
 // by kind, name and namespace.
-func (m *reconcileMetrics) snapshot() []objectSeries {
+func (m *Metrics) snapshot() []objectSeries {
 	m.mu.Lock()
 	all := make([]objectSeries, 0, len(m.objs))
 	for k, o := range m.objs {
@@ -194,7 +194,7 @@ type objectSeries struct {
 
 // writeText writes the series in Prometheus' text format, as the text
 // encoder writes what Collect sends: the same lines in the same order.
-func (m *reconcileMetrics) writeText(w *bufio.Writer) error {
+func (m *Metrics) writeText(w *bufio.Writer) error {
 	all := m.snapshot()
 	var num []byte
 	float := func(f float64) {
@@ -300,7 +300,7 @@ func writeLabelValue(w *bufio.Writer, v string) {
 // While it gathers, the collector is muted: a Gather of the same registry
 // by someone else at that moment (an embedder serving it too) leaves the
 // gotk series out of that one scrape.
-func metricsHandler(registry prometheus.Gatherer, m *reconcileMetrics) http.Handler {
+func MetricsHandler(registry prometheus.Gatherer, m *Metrics) http.Handler {
 	if !m.exported {
 		return promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	}
@@ -330,20 +330,20 @@ func metricsHandler(registry prometheus.Gatherer, m *reconcileMetrics) http.Hand
 // address is the tenant's to write, and no label value may be a string a
 // tenant wrote freely. cozy_aio_remote_cluster_requests_total counts the
 // remote clusters' requests by their Secret instead.
-type apiHostOnly struct {
-	g    prometheus.Gatherer
-	host string // host[:port] of the engine's API server
+type APIHostOnly struct {
+	Gatherer prometheus.Gatherer
+	Host     string // host[:port] of the engine's API server
 }
 
-func (a apiHostOnly) Gather() ([]*dto.MetricFamily, error) {
-	families, err := a.g.Gather()
+func (a APIHostOnly) Gather() ([]*dto.MetricFamily, error) {
+	families, err := a.Gatherer.Gather()
 	for _, f := range families {
 		if !strings.HasPrefix(f.GetName(), "rest_client_") {
 			continue
 		}
 		f.Metric = slices.DeleteFunc(f.Metric, func(m *dto.Metric) bool {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "host" && l.GetValue() != a.host {
+				if l.GetName() == "host" && l.GetValue() != a.Host {
 					return true
 				}
 			}

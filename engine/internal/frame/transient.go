@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 // because the API server did not answer is tried again: Flux requeues
 // such a failure with its rate limiter (from 750 ms), not at the next
 // interval.
-const apiUnavailableRetry = 5 * time.Second
+const APIUnavailableRetry = 5 * time.Second
 
 // apiUnavailable tells whether err says the API server (or etcd behind
 // it) did not answer, rather than refused what was asked: a connection
 // refused or reset, a timeout, 429 or 503.
-func apiUnavailable(err error) bool {
+func APIUnavailable(err error) bool {
 	return err != nil && (utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
 		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
 		apierrors.IsTooManyRequests(err) || errors.Is(err, context.DeadlineExceeded))

@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"errors"
@@ -82,7 +82,7 @@ func TestEventBroadcasterKeepsUpWithABurst(t *testing.T) {
 		}
 		return sink.count()
 	}
-	if n := burst(newEventBroadcaster(), 30*time.Second); n != objects {
+	if n := burst(NewEventBroadcaster(), 30*time.Second); n != objects {
 		t.Errorf("%d of %d events written", n, objects)
 	}
 	// What it dropped never comes: a second is enough to see that.

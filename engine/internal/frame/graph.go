@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"sort"
@@ -9,50 +9,50 @@ import (
 // dependsOn graph, and the key of the engine's waits, timers and
 // materialisations for it. The kinds are the engine's own, so a kind alone,
 // without group and version, names one.
-type nodeRef struct {
+type Ref struct {
 	Kind, Namespace, Name string
 }
 
-func (r nodeRef) String() string { return r.Kind + "/" + r.Namespace + "/" + r.Name }
+func (r Ref) String() string { return r.Kind + "/" + r.Namespace + "/" + r.Name }
 
 // depGraph holds every object's dependencies, across kinds, so that a
 // dependency becoming ready wakes its dependents (nobody polls) and cycles
 // are found on every member.
-type depGraph struct {
+type Graph struct {
 	mu   sync.RWMutex
-	deps map[nodeRef][]nodeRef
-	rev  map[nodeRef]map[nodeRef]bool
+	deps map[Ref][]Ref
+	rev  map[Ref]map[Ref]bool
 }
 
-func newDepGraph() *depGraph {
-	return &depGraph{deps: map[nodeRef][]nodeRef{}, rev: map[nodeRef]map[nodeRef]bool{}}
+func NewGraph() *Graph {
+	return &Graph{deps: map[Ref][]Ref{}, rev: map[Ref]map[Ref]bool{}}
 }
 
 // Set records ref's dependencies, replacing earlier ones.
-func (g *depGraph) Set(ref nodeRef, deps []nodeRef) {
+func (g *Graph) Set(ref Ref, deps []Ref) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.removeLocked(ref)
 	if len(deps) == 0 {
 		return
 	}
-	g.deps[ref] = append([]nodeRef(nil), deps...)
+	g.deps[ref] = append([]Ref(nil), deps...)
 	for _, d := range deps {
 		if g.rev[d] == nil {
-			g.rev[d] = map[nodeRef]bool{}
+			g.rev[d] = map[Ref]bool{}
 		}
 		g.rev[d][ref] = true
 	}
 }
 
 // Remove forgets ref's own dependencies.
-func (g *depGraph) Remove(ref nodeRef) {
+func (g *Graph) Remove(ref Ref) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.removeLocked(ref)
 }
 
-func (g *depGraph) removeLocked(ref nodeRef) {
+func (g *Graph) removeLocked(ref Ref) {
 	for _, d := range g.deps[ref] {
 		delete(g.rev[d], ref)
 		if len(g.rev[d]) == 0 {
@@ -63,10 +63,10 @@ func (g *depGraph) removeLocked(ref nodeRef) {
 }
 
 // Dependents returns the objects that depend on ref directly, sorted.
-func (g *depGraph) Dependents(ref nodeRef) []nodeRef {
+func (g *Graph) Dependents(ref Ref) []Ref {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	out := make([]nodeRef, 0, len(g.rev[ref]))
+	out := make([]Ref, 0, len(g.rev[ref]))
 	for r := range g.rev[ref] {
 		out = append(out, r)
 	}
@@ -76,7 +76,7 @@ func (g *depGraph) Dependents(ref nodeRef) []nodeRef {
 
 // Cycle returns the members of the dependency cycle through ref, sorted,
 // or nil when ref is on no cycle.
-func (g *depGraph) Cycle(ref nodeRef) []nodeRef {
+func (g *Graph) Cycle(ref Ref) []Ref {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return cycleThrough(ref, g.deps, g.rev)
@@ -84,19 +84,19 @@ func (g *depGraph) Cycle(ref nodeRef) []nodeRef {
 
 // cycleThrough returns the strongly connected component of start when it
 // is a cycle: the objects reachable from start that also reach it.
-func cycleThrough(start nodeRef, deps map[nodeRef][]nodeRef, rev map[nodeRef]map[nodeRef]bool) []nodeRef {
-	forward := reach(start, func(r nodeRef) []nodeRef { return deps[r] })
+func cycleThrough(start Ref, deps map[Ref][]Ref, rev map[Ref]map[Ref]bool) []Ref {
+	forward := reach(start, func(r Ref) []Ref { return deps[r] })
 	if !forward[start] {
 		return nil
 	}
-	backward := reach(start, func(r nodeRef) []nodeRef {
-		out := make([]nodeRef, 0, len(rev[r]))
+	backward := reach(start, func(r Ref) []Ref {
+		out := make([]Ref, 0, len(rev[r]))
 		for x := range rev[r] {
 			out = append(out, x)
 		}
 		return out
 	})
-	var out []nodeRef
+	var out []Ref
 	for r := range forward {
 		if backward[r] {
 			out = append(out, r)
@@ -107,9 +107,9 @@ func cycleThrough(start nodeRef, deps map[nodeRef][]nodeRef, rev map[nodeRef]map
 }
 
 // reach returns the objects reachable from start in one or more steps.
-func reach(start nodeRef, next func(nodeRef) []nodeRef) map[nodeRef]bool {
-	seen := map[nodeRef]bool{}
-	stack := append([]nodeRef(nil), next(start)...)
+func reach(start Ref, next func(Ref) []Ref) map[Ref]bool {
+	seen := map[Ref]bool{}
+	stack := append([]Ref(nil), next(start)...)
 	for len(stack) > 0 {
 		r := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -122,6 +122,15 @@ func reach(start nodeRef, next func(nodeRef) []nodeRef) map[nodeRef]bool {
 	return seen
 }
 
-func sortRefs(rs []nodeRef) {
+func sortRefs(rs []Ref) {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].String() < rs[j].String() })
+}
+
+// SourceRefOf is the node of the source a unit names: its namespace
+// defaults to the unit's.
+func SourceRefOf(self Ref, kind, namespace, name string) Ref {
+	if namespace == "" {
+		namespace = self.Namespace
+	}
+	return Ref{Kind: kind, Namespace: namespace, Name: name}
 }

@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func specDependsOn(obj client.Object) (string, []meta.DependencyReference) {
 }
 
 // readyExprOf returns the readyExpr obj's spec.dependsOn gives for d, or "".
-func readyExprOf(obj client.Object, d nodeRef) string {
+func readyExprOf(obj client.Object, d Ref) string {
 	kind, deps := specDependsOn(obj)
 	if kind != d.Kind {
 		return ""
@@ -49,16 +49,16 @@ func readyExprOf(obj client.Object, d nodeRef) string {
 // compileReadyExpr compiles a dependsOn[].readyExpr as Flux does: a CEL
 // expression over self (the dependent) and dep (the dependency) that
 // returns a bool.
-func compileReadyExpr(expr string) (*cel.Expression, error) {
+func CompileReadyExpr(expr string) (*cel.Expression, error) {
 	return cel.NewExpression(expr, cel.WithCompile(), cel.WithOutputType(celtypes.BoolType), cel.WithStructVariables("self", "dep"))
 }
 
 // checkExpressions compiles every readyExpr of obj's spec.dependsOn and,
 // for a HelmRelease, its healthCheckExprs; the error names the field, the
 // expression and the position.
-func checkExpressions(obj client.Object) error {
+func CheckExpressions(obj client.Object) error {
 	if hr, ok := obj.(*helmv2.HelmRelease); ok {
-		if _, err := healthChecker(hr.Spec.HealthCheckExprs); err != nil {
+		if _, err := HealthChecker(hr.Spec.HealthCheckExprs); err != nil {
 			return fmt.Errorf("spec.healthCheckExprs: %w", err)
 		}
 	}
@@ -67,7 +67,7 @@ func checkExpressions(obj client.Object) error {
 		if dep.ReadyExpr == "" {
 			continue
 		}
-		if _, err := compileReadyExpr(dep.ReadyExpr); err != nil {
+		if _, err := CompileReadyExpr(dep.ReadyExpr); err != nil {
 			return fmt.Errorf("spec.dependsOn[%d] (%s).readyExpr: %w", i, dep.Name, err)
 		}
 	}
@@ -77,23 +77,22 @@ func checkExpressions(obj client.Object) error {
 // dependencyReadyFor decides whether d is ready for obj: by the readyExpr
 // obj gives for d, which replaces the built-in Ready check as in Flux, or
 // else by dependencyReady.
-func (e *Engine) dependencyReadyFor(ctx context.Context, obj client.Object, d nodeRef) (bool, string) {
+func (a *Admission) dependencyReadyFor(ctx context.Context, obj client.Object, d Ref) (bool, string) {
 	expr := readyExprOf(obj, d)
 	if expr == "" {
-		return e.dependencyReady(ctx, d)
+		return a.dependencyReady(ctx, d)
 	}
-	newObj, ok := e.newObject[d.Kind]
+	dep, ok := a.NewObject(d.Kind)
 	if !ok {
 		return false, "kind not reconciled by this engine"
 	}
-	dep := newObj()
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Name}, dep); err != nil {
+	if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Name}, dep); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return false, "not found"
 		}
 		return false, err.Error()
 	}
-	prog, err := compileReadyExpr(expr)
+	prog, err := CompileReadyExpr(expr)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -116,7 +115,7 @@ func (e *Engine) dependencyReadyFor(ctx context.Context, obj client.Object, d no
 }
 
 // healthChecker compiles healthCheckExprs; nil when there are none.
-func healthChecker(exprs []kustomize.CustomHealthCheck) (*health.Checker, error) {
+func HealthChecker(exprs []kustomize.CustomHealthCheck) (*health.Checker, error) {
 	if len(exprs) == 0 {
 		return nil, nil
 	}

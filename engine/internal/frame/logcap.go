@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import "github.com/go-logr/logr"
 
@@ -11,7 +11,7 @@ import "github.com/go-logr/logr"
 const maxLogVerbosity = 7
 
 // capVerbosity returns l without its levels above maxLogVerbosity.
-func capVerbosity(l logr.Logger) logr.Logger {
+func CapVerbosity(l logr.Logger) logr.Logger {
 	if l.GetSink() == nil {
 		return l
 	}

@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"strings"
@@ -26,14 +26,14 @@ func FuzzParseDependsOn(f *testing.F) {
 		if len(validation.IsDNS1123Label(namespace)) > 0 {
 			namespace = "ns"
 		}
-		refs, err := parseDependsOn(value, namespace)
+		refs, err := ParseDependsOn(value, namespace)
 		if err != nil {
 			if !strings.Contains(err.Error(), DependsOnAnnotation) {
 				t.Fatalf("error does not name the annotation: %v", err)
 			}
 			return
 		}
-		self := nodeRef{Kind: "Kustomization", Namespace: namespace, Name: "self"}
+		self := Ref{Kind: "Kustomization", Namespace: namespace, Name: "self"}
 		parts := make([]string, 0, len(refs))
 		for _, r := range refs {
 			if !dependableKinds[r.Kind] || r.Namespace == "" || r.Name == "" {
@@ -46,7 +46,7 @@ func FuzzParseDependsOn(f *testing.F) {
 		}
 		// Parts carry no "," (the item separator), so the references written
 		// back parse to the same; inner spaces of a part are kept.
-		again, err := parseDependsOn(strings.Join(parts, ","), "other")
+		again, err := ParseDependsOn(strings.Join(parts, ","), "other")
 		if err != nil || len(again) != len(refs) {
 			t.Fatalf("%q parsed to %v, written back it parses to %v, %v", value, refs, again, err)
 		}
@@ -55,10 +55,10 @@ func FuzzParseDependsOn(f *testing.F) {
 				t.Fatalf("reference %d: %+v became %+v", i, refs[i], again[i])
 			}
 		}
-		g := newDepGraph()
+		g := NewGraph()
 		g.Set(self, refs)
 		for _, r := range refs {
-			g.Set(r, []nodeRef{self})
+			g.Set(r, []Ref{self})
 		}
 		if len(refs) > 0 && g.Cycle(self) == nil {
 			t.Fatalf("no cycle found through %v and back", refs)
@@ -66,7 +66,7 @@ func FuzzParseDependsOn(f *testing.F) {
 		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace, Name: "self", Annotations: map[string]string{DependsOnAnnotation: value},
 		}}
-		if _, err := dependencies("Kustomization", obj, nil); err != nil {
+		if _, err := Dependencies("Kustomization", obj, nil); err != nil {
 			t.Fatalf("dependencies failed where parseDependsOn did not: %v", err)
 		}
 	})

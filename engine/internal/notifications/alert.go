@@ -1,4 +1,4 @@
-package engine
+package notifications
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/notify"
@@ -26,53 +27,53 @@ const providerRecheck = 5 * time.Minute
 // reconcileProvider resolves a Provider's Secrets and hands it to the
 // dispatcher. A Provider that cannot be used gets a Warning Event naming
 // the cause (its Secret and key), and its Alerts report it when they fire.
-func (e *Engine) reconcileProvider(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (n *Notifier) reconcileProvider(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var p notifyv1beta3.Provider
-	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, &p); err != nil {
+	if err := n.deps.Manager.GetClient().Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
-			e.notify.dispatcher.DeleteProvider(req.NamespacedName)
-			e.notify.reported.Delete("Provider/" + req.String())
+			n.dispatcher.DeleteProvider(req.NamespacedName)
+			n.reported.Delete("Provider/" + req.String())
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if !p.DeletionTimestamp.IsZero() {
-		e.notify.dispatcher.DeleteProvider(req.NamespacedName)
+		n.dispatcher.DeleteProvider(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	cfg, reason, err := e.providerConfig(ctx, &p)
+	cfg, reason, err := n.providerConfig(ctx, &p)
 	if err == nil {
 		reason = notifyv1.ValidationFailedReason
-		err = e.notify.dispatcher.SetProvider(req.NamespacedName, cfg)
+		err = n.dispatcher.SetProvider(req.NamespacedName, cfg)
 	} else {
-		e.notify.dispatcher.SetProviderError(req.NamespacedName, err)
+		n.dispatcher.SetProviderError(req.NamespacedName, err)
 	}
 	msg := ""
 	if err != nil {
 		msg = fmt.Sprintf("Provider/%s/%s: %v", p.Namespace, p.Name, err)
 	}
-	e.reportState("Provider", req.NamespacedName, &p, reason, msg, "the Provider is usable again")
+	n.reportState("Provider", req.NamespacedName, &p, reason, msg, "the Provider is usable again")
 	return ctrl.Result{RequeueAfter: providerRecheck}, nil
 }
 
 // providerConfig builds the dispatcher's Provider from the object and its
 // Secrets; the error names the Secret and the key at fault, and the reason
 // is UnsupportedField or ValidationFailed.
-func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) (notify.Provider, string, error) {
+func (n *Notifier) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) (notify.Provider, string, error) {
 	cfg := notify.Provider{Type: p.Spec.Type, Address: p.Spec.Address, Channel: p.Spec.Channel, Username: p.Spec.Username,
 		Timeout: p.GetTimeout(), UID: string(p.UID), Suspend: p.Spec.Suspend}
-	if err := unsupported(notifyv1beta3.ProviderKind,
-		fieldCheck{"spec.type " + p.Spec.Type, !slices.Contains(notify.ProviderTypes, p.Spec.Type)},
-		fieldCheck{"spec.serviceAccountName", p.Spec.ServiceAccountName != ""},
-		fieldCheck{"spec.commitStatusExpr", p.Spec.CommitStatusExpr != ""},
+	if err := frame.Unsupported(notifyv1beta3.ProviderKind,
+		frame.FieldCheck{Path: "spec.type " + p.Spec.Type, Set: !slices.Contains(notify.ProviderTypes, p.Spec.Type)},
+		frame.FieldCheck{Path: "spec.serviceAccountName", Set: p.Spec.ServiceAccountName != ""},
+		frame.FieldCheck{Path: "spec.commitStatusExpr", Set: p.Spec.CommitStatusExpr != ""},
 	); err != nil {
-		return cfg, UnsupportedFieldReason, err
+		return cfg, frame.UnsupportedFieldReason, err
 	}
 	invalid := func(err error) (notify.Provider, string, error) { return cfg, notifyv1.ValidationFailedReason, err }
 	proxy := p.Spec.Proxy
 	addressField, proxyField := "spec.address", "spec.proxy"
 	if ref := p.Spec.SecretRef; ref != nil {
-		s, err := e.secret(ctx, "spec.secretRef", p.Namespace, ref.Name)
+		s, err := n.deps.Secret(ctx, "spec.secretRef", p.Namespace, ref.Name)
 		if err != nil {
 			return invalid(err)
 		}
@@ -98,11 +99,11 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		}
 	}
 	if ref := p.Spec.ProxySecretRef; ref != nil {
-		s, err := e.secret(ctx, "spec.proxySecretRef", p.Namespace, ref.Name)
+		s, err := n.deps.Secret(ctx, "spec.proxySecretRef", p.Namespace, ref.Name)
 		if err != nil {
 			return invalid(err)
 		}
-		if proxy, err = proxyURL(s); err != nil {
+		if proxy, err = frame.ProxyURL(s); err != nil {
 			return invalid(err)
 		}
 		proxyField = fmt.Sprintf("Secret %s/%s (spec.proxySecretRef)", p.Namespace, ref.Name)
@@ -114,11 +115,11 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		}
 		cfg.Proxy = u
 	}
-	if err := e.checkProviderDestinations(ctx, cfg, addressField, proxyField); err != nil {
+	if err := n.checkProviderDestinations(ctx, cfg, addressField, proxyField); err != nil {
 		return invalid(err)
 	}
 	if ref := p.Spec.CertSecretRef; ref != nil {
-		s, err := e.secret(ctx, "spec.certSecretRef", p.Namespace, ref.Name)
+		s, err := n.deps.Secret(ctx, "spec.certSecretRef", p.Namespace, ref.Name)
 		if err != nil {
 			return invalid(err)
 		}
@@ -128,7 +129,7 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 		if len(s.Data["ca.crt"]) == 0 && len(s.Data["tls.crt"]) == 0 {
 			return invalid(fmt.Errorf("Secret %s/%s (spec.certSecretRef) has no key 'ca.crt'", p.Namespace, ref.Name))
 		}
-		if cfg.TLS, err = tlsFromSecret(s); err != nil {
+		if cfg.TLS, err = frame.TLSFromSecret(s); err != nil {
 			return invalid(err)
 		}
 	}
@@ -139,8 +140,8 @@ func (e *Engine) providerConfig(ctx context.Context, p *notifyv1beta3.Provider) 
 // destination policy refuses, naming the field; the dispatcher's dialer
 // refuses them again at each connection, after resolution. Addresses that
 // are not URLs (a chat channel's name) are the sender's to judge.
-func (e *Engine) checkProviderDestinations(ctx context.Context, cfg notify.Provider, addressField, proxyField string) error {
-	policy := e.destinations()
+func (n *Notifier) checkProviderDestinations(ctx context.Context, cfg notify.Provider, addressField, proxyField string) error {
+	policy := n.deps.Destinations
 	if cfg.Address != "" {
 		if err := policy.CheckURL(ctx, egress.Endpoint, cfg.Address); err != nil {
 			return fmt.Errorf("%s: %w", addressField, redact.Error(err))
@@ -156,29 +157,29 @@ func (e *Engine) checkProviderDestinations(ctx context.Context, cfg notify.Provi
 
 // reconcileAlert hands an Alert to the dispatcher. An Alert with a regular
 // expression that does not compile gets a Warning Event and sends nothing.
-func (e *Engine) reconcileAlert(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (n *Notifier) reconcileAlert(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var a notifyv1beta3.Alert
-	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, &a); err != nil {
+	if err := n.deps.Manager.GetClient().Get(ctx, req.NamespacedName, &a); err != nil {
 		if apierrors.IsNotFound(err) {
-			e.notify.dispatcher.DeleteAlert(req.NamespacedName)
-			e.notify.reported.Delete("Alert/" + req.String())
+			n.dispatcher.DeleteAlert(req.NamespacedName)
+			n.reported.Delete("Alert/" + req.String())
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if !a.DeletionTimestamp.IsZero() {
-		e.notify.dispatcher.DeleteAlert(req.NamespacedName)
+		n.dispatcher.DeleteAlert(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	alert, err := alertConfig(&a, e.opts.Restricted)
+	alert, err := alertConfig(&a, n.deps.Restricted)
 	if err != nil {
-		e.notify.dispatcher.DeleteAlert(req.NamespacedName)
-		e.reportState("Alert", req.NamespacedName, &a, notifyv1.ValidationFailedReason,
+		n.dispatcher.DeleteAlert(req.NamespacedName)
+		n.reportState("Alert", req.NamespacedName, &a, notifyv1.ValidationFailedReason,
 			fmt.Sprintf("Alert/%s/%s: %v", a.Namespace, a.Name, err), "the Alert is valid again")
 		return ctrl.Result{}, nil
 	}
-	e.notify.dispatcher.SetAlert(req.NamespacedName, alert)
-	e.reportState("Alert", req.NamespacedName, &a, notifyv1.ValidationFailedReason, "", "the Alert is valid again")
+	n.dispatcher.SetAlert(req.NamespacedName, alert)
+	n.reportState("Alert", req.NamespacedName, &a, notifyv1.ValidationFailedReason, "", "the Alert is valid again")
 	return ctrl.Result{}, nil
 }
 
