@@ -91,7 +91,7 @@ type Engine struct {
 	// replicas coordinates with other engines; nil when alone.
 	replicas *replicas
 
-	appliers   appliers
+	appliers   Appliers
 	applyCache *apply.Cache
 	// helmCache answers Helm's existence checks from watches.
 	helmCache *helm.Cache
@@ -100,7 +100,7 @@ type Engine struct {
 	helm      helmWork
 	// clusters holds the clients of every cluster units deploy to: this
 	// one, and the remote ones of spec.kubeConfig.
-	clusters *cluster.Registry[*clusterClients]
+	clusters *cluster.Registry[*Clients]
 	progress progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
