@@ -11,7 +11,7 @@ import (
 
 // appliers holds one Applier per identity: the engine's own, and one per
 // tenant ServiceAccount, so the API server enforces that tenant's RBAC.
-type appliers struct {
+type Appliers struct {
 	mu sync.Mutex
 	m  map[apply.ServiceAccount]*apply.Applier
 }
@@ -28,23 +28,23 @@ func (e *Engine) serviceAccount(name string) string {
 
 // fieldManagers are the field manager Kustomizations apply with and the
 // earlier ones handed over to it (apply.Options).
-type fieldManagers struct {
-	name     string
-	handOver []string
+type FieldManagers struct {
+	Name     string
+	HandOver []string
 }
 
 // kustomizeManagers are the field managers of Kustomizations' objects.
-func (e *Engine) kustomizeManagers() fieldManagers {
-	m := fieldManagers{name: e.opts.KustomizeFieldManager}
-	if e.opts.FieldManager != m.name {
-		m.handOver = []string{e.opts.FieldManager}
+func (e *Engine) kustomizeManagers() FieldManagers {
+	m := FieldManagers{Name: e.opts.KustomizeFieldManager}
+	if e.opts.FieldManager != m.Name {
+		m.HandOver = []string{e.opts.FieldManager}
 	}
 	return m
 }
 
 // applierFor returns the Applier of a cluster (its rest.Config, and its
 // watch cache when it has one) for an identity.
-func (a *appliers) applierFor(cfg *rest.Config, cache *apply.Cache, managers fieldManagers, namespace, serviceAccount string) (*apply.Applier, error) {
+func (a *Appliers) ApplierFor(cfg *rest.Config, cache *apply.Cache, managers FieldManagers, namespace, serviceAccount string) (*apply.Applier, error) {
 	sa := apply.ServiceAccount{}
 	if serviceAccount != "" {
 		sa = apply.ServiceAccount{Namespace: namespace, Name: serviceAccount}
@@ -54,7 +54,7 @@ func (a *appliers) applierFor(cfg *rest.Config, cache *apply.Cache, managers fie
 	if ap, ok := a.m[sa]; ok {
 		return ap, nil
 	}
-	ap, err := apply.New(cfg, apply.Options{FieldManager: managers.name, HandOver: managers.handOver, Impersonate: sa, Cache: cache})
+	ap, err := apply.New(cfg, apply.Options{FieldManager: managers.Name, HandOver: managers.HandOver, Impersonate: sa, Cache: cache})
 	if err != nil {
 		return nil, fmt.Errorf("creating the applier for %v: %w", sa, err)
 	}

@@ -217,13 +217,3 @@ func (m *materializer) flying(key string) <-chan struct{} {
 func (e *Engine) foreign(a source.Artifact) bool {
 	return a.URL != "" && !strings.HasPrefix(a.URL, e.store.BaseURL()+"/")
 }
-
-func splitLines(s string) []string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			out = append(out, l)
-		}
-	}
-	return out
-}

@@ -39,41 +39,41 @@ func (e *Engine) sourceDial() func(ctx context.Context, network, addr string) (n
 // restClientErrorReason is the Ready reason of a HelmRelease whose
 // cluster has no client: its kubeConfig cannot be read or is refused
 // (helm-controller's reason for the same).
-const restClientErrorReason = "RESTClientError"
+const RESTClientErrorReason = "RESTClientError"
 
 // clusterClients is what the engine keeps for each cluster its units
 // deploy to: the Helm manager of its releases, the waiter of its health
 // checks and the appliers of its Kustomizations, one per identity.
-type clusterClients struct {
-	cfg      *rest.Config
-	cache    *apply.Cache // the watch cache of the local cluster; nil remote
-	helm     func() (*helm.Manager, error)
-	waiter   func() (*health.Waiter, error)
-	appliers *appliers
+type Clients struct {
+	Cfg      *rest.Config
+	Cache    *apply.Cache // the watch cache of the local cluster; nil remote
+	Helm     func() (*helm.Manager, error)
+	Waiter   func() (*health.Waiter, error)
+	Appliers *Appliers
 	// probe asks a remote cluster's API server for its version; nil for
 	// the local one.
-	probe func(context.Context) error
+	Probe func(context.Context) error
 	// stop ends what the clients of a remote cluster run (its Helm
 	// cache's watches) when the registry drops it; nil for the local one.
-	stop func()
+	Stop func()
 }
 
-func (c *clusterClients) applierFor(managers fieldManagers, namespace, serviceAccount string) (*apply.Applier, error) {
-	return c.appliers.applierFor(c.cfg, c.cache, managers, namespace, serviceAccount)
+func (c *Clients) ApplierFor(managers FieldManagers, namespace, serviceAccount string) (*apply.Applier, error) {
+	return c.Appliers.ApplierFor(c.Cfg, c.Cache, managers, namespace, serviceAccount)
 }
 
 // newClusterRegistry returns the registry of the clusters units deploy
 // to: the local cluster's entry holds the engine's own clients, a remote
 // cluster's holds its own.
-func newClusterRegistry(e *Engine) (*cluster.Registry[*clusterClients], error) {
+func newClusterRegistry(e *Engine) (*cluster.Registry[*Clients], error) {
 	ro := e.opts.RemoteClusters
-	local := &clusterClients{cfg: e.cfg, cache: e.applyCache, helm: e.helmManager, waiter: e.healthWaiter, appliers: &e.appliers}
-	return cluster.NewRegistry(e.mgr.GetAPIReader(), e.mgr.GetClient(), cluster.RegistryOptions[*clusterClients]{
-		Local: func() (*clusterClients, error) { return local, nil },
+	local := &Clients{Cfg: e.cfg, Cache: e.applyCache, Helm: e.helmManager, Waiter: e.healthWaiter, Appliers: &e.appliers}
+	return cluster.NewRegistry(e.mgr.GetAPIReader(), e.mgr.GetClient(), cluster.RegistryOptions[*Clients]{
+		Local: func() (*Clients, error) { return local, nil },
 		Build: e.remoteClients,
-		Close: func(c *clusterClients) {
-			if c.stop != nil {
-				c.stop()
+		Close: func(c *Clients) {
+			if c.Stop != nil {
+				c.Stop()
 			}
 		},
 		Load: cluster.LoadOptions{AllowExec: ro.AllowExec, AllowInsecureTLS: ro.AllowInsecureTLS,
@@ -100,7 +100,7 @@ const remoteProbeTimeout = 5 * time.Second
 // watches of the release records and of the kinds Helm asks about);
 // Kustomizations' appliers have no watch cache and read the remote
 // cluster's objects from its API server.
-func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
+func (e *Engine) remoteClients(cfg *rest.Config) (*Clients, error) {
 	// Waits watch what they wait on; a request timeout would end the
 	// watch, so the waiter's config has none (its dials still time out).
 	wcfg := rest.CopyConfig(cfg)
@@ -132,15 +132,15 @@ func (e *Engine) remoteClients(cfg *rest.Config) (*clusterClients, error) {
 	}
 	rc := dc.RESTClient()
 	probe := func(ctx context.Context) error { return rc.Get().AbsPath("/version").Do(ctx).Error() }
-	return &clusterClients{cfg: cfg, appliers: &appliers{}, stop: cancel, probe: probe,
-		helm:   func() (*helm.Manager, error) { return mgr, nil },
-		waiter: func() (*health.Waiter, error) { return waiter, nil },
+	return &Clients{Cfg: cfg, Appliers: &Appliers{}, Stop: cancel, Probe: probe,
+		Helm:   func() (*helm.Manager, error) { return mgr, nil },
+		Waiter: func() (*health.Waiter, error) { return waiter, nil },
 	}, nil
 }
 
 // clusterOf returns the cluster a unit with kubeConfig ref (nil: this
 // cluster) deploys to, or the outcome that says why it has none.
-func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.KubeConfigReference, self frame.Ref) (*cluster.Cluster[*clusterClients], frame.Outcome, bool) {
+func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.KubeConfigReference, self frame.Ref) (*cluster.Cluster[*Clients], frame.Outcome, bool) {
 	c, err := e.clusters.Get(ctx, namespace, ref)
 	if err == nil {
 		return c, frame.Outcome{}, true
@@ -153,9 +153,9 @@ func (e *Engine) clusterOf(ctx context.Context, namespace string, ref *meta.Kube
 	if errors.As(err, &fe) || errors.As(err, &pe) || errors.As(err, &we) || refused {
 		// No retry makes a refused kubeconfig acceptable; a change to the
 		// Secret or ConfigMap does, and so does a spec change.
-		return nil, frame.Stalled(restClientErrorReason, err), false
+		return nil, frame.Stalled(RESTClientErrorReason, err), false
 	}
-	return nil, frame.Failed(restClientErrorReason, err), false
+	return nil, frame.Failed(RESTClientErrorReason, err), false
 }
 
 // helmManagerOf returns the Helm manager of the cluster obj installs to
@@ -166,7 +166,7 @@ func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, sel
 	if !ok {
 		return nil, "", out, false
 	}
-	mgr, err := c.Value.helm()
+	mgr, err := c.Value.Helm()
 	if err != nil {
 		return nil, "", frame.Failed(meta.ReconciliationFailedReason, err), false
 	}
@@ -175,12 +175,12 @@ func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, sel
 	// away must not be confirmed Ready from what the cache last saw
 	// (helm-controller reads the release from the cluster every time). The
 	// cache's watches notice a dead server only when they next reconnect.
-	if c.Value.probe != nil {
+	if c.Value.Probe != nil {
 		pctx, cancel := context.WithTimeout(ctx, remoteProbeTimeout)
-		err := c.Value.probe(pctx)
+		err := c.Value.Probe(pctx)
 		cancel()
 		if err != nil {
-			err = remoteError(c.Source, fmt.Errorf("%s: the API server is unreachable: %w", self, err))
+			err = RemoteError(c.Source, fmt.Errorf("%s: the API server is unreachable: %w", self, err))
 			return nil, "", frame.Failed(meta.ReconciliationFailedReason, err), false
 		}
 	}
@@ -196,7 +196,7 @@ func (e *Engine) helmManagerOf(ctx context.Context, obj *helmv2.HelmRelease, sel
 // an invalid object) and those of this cluster (source "") are returned
 // as they are. Wrapping keeps err's kind: a failure that may pass is
 // still retried.
-func remoteError(source string, err error) error {
+func RemoteError(source string, err error) error {
 	if err == nil || source == "" {
 		return err
 	}
@@ -227,7 +227,7 @@ func unreachableText(msg string) bool {
 
 // kubeConfigGone tells whether err says the kubeConfig Secret or ConfigMap
 // of a unit no longer exists.
-func kubeConfigGone(ref *meta.KubeConfigReference, err error) bool {
+func KubeConfigGone(ref *meta.KubeConfigReference, err error) bool {
 	return ref != nil && apierrors.IsNotFound(err)
 }
 
@@ -250,7 +250,7 @@ func (e *Engine) sweepClusters(ctx context.Context) error {
 }
 
 // kubeConfigName names what a spec.kubeConfig points at.
-func kubeConfigName(ref *meta.KubeConfigReference) string {
+func KubeConfigName(ref *meta.KubeConfigReference) string {
 	switch {
 	case ref == nil:
 		return ""
@@ -265,11 +265,11 @@ func kubeConfigName(ref *meta.KubeConfigReference) string {
 // clusterCollector exports the remote clusters the engine holds clients
 // for, by the Secret or ConfigMap they come from.
 type clusterCollector struct {
-	clusters                            *cluster.Registry[*clusterClients]
+	clusters                            *cluster.Registry[*Clients]
 	open, requests, errors, lastContact *prometheus.Desc
 }
 
-func newClusterCollector(c *cluster.Registry[*clusterClients]) *clusterCollector {
+func NewCollector(c *cluster.Registry[*Clients]) *clusterCollector {
 	return &clusterCollector{clusters: c,
 		open: prometheus.NewDesc("cozy_aio_remote_clusters", "Remote clusters (spec.kubeConfig) the engine holds clients for.", nil, nil),
 		requests: prometheus.NewDesc("cozy_aio_remote_cluster_requests_total",
@@ -311,6 +311,6 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 
 // registerClusters exports the remote clusters in registry; a later engine
 // in the same process takes the place of an earlier one.
-func registerClusters(registry prometheus.Registerer, c *cluster.Registry[*clusterClients]) error {
-	return registerReplacing(registry, newClusterCollector(c))
+func registerClusters(registry prometheus.Registerer, c *cluster.Registry[*Clients]) error {
+	return registerReplacing(registry, NewCollector(c))
 }

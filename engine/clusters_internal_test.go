@@ -40,7 +40,7 @@ func TestRemoteError(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := remoteError(c.source, c.err)
+			got := RemoteError(c.source, c.err)
 			if named := got != nil && strings.HasPrefix(got.Error(), "cluster "+secret+": "); named != c.named {
 				t.Fatalf("remoteError(%q, %v) = %v; named the Secret: %v, want %v", c.source, c.err, got, named, c.named)
 			}

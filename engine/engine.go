@@ -47,6 +47,7 @@ import (
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
+	"github.com/cozystack/cozy-aio/engine/internal/sources"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
@@ -90,7 +91,7 @@ type Engine struct {
 	// replicas coordinates with other engines; nil when alone.
 	replicas *replicas
 
-	appliers   appliers
+	appliers   Appliers
 	applyCache *apply.Cache
 	// helmCache answers Helm's existence checks from watches.
 	helmCache *helm.Cache
@@ -99,16 +100,16 @@ type Engine struct {
 	helm      helmWork
 	// clusters holds the clients of every cluster units deploy to: this
 	// one, and the remote ones of spec.kubeConfig.
-	clusters *cluster.Registry[*clusterClients]
+	clusters *cluster.Registry[*Clients]
 	progress progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
 	// generator reconciles the ArtifactGenerators and rebuilds their
 	// outputs (engine/internal/generator).
 	generator *generator.Reconciler
-	// helmRepos fetches Helm repository indexes and charts, sharing
-	// downloads across HelmCharts.
-	helmRepos *helmrepo.Client
+	// sources reconciles the source kinds and rebuilds their artifacts
+	// (engine/internal/sources).
+	sources *sources.Sources
 	// notify sends events to Alerts and serves Receivers (notify.go).
 	notify *notifications.Notifier
 	// runCtx lives as long as the manager runs; waits started by
@@ -231,7 +232,6 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
 		metrics: frame.NewMetrics(registry), registry: registry, graph: frame.NewGraph(), configs: frame.NewGraph(),
-		helmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}),
 		// core/v1 Events, as Flux records them (coreEvents).
 		recorder: frame.CoreEvents{Recorder: mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
@@ -283,6 +283,10 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	}
 	e.finisher.Recorder = e.recorder
 	// The families, each with what it uses of the engine.
+	e.sources = sources.New(sources.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store, Finisher: e.finisher,
+		Graph: e.graph, Secret: e.secret, Dial: e.sourceDial(), Destinations: e.destinations(),
+		HelmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}), Stored: e.stored, SourceArtifact: e.sourceArtifact,
+		Enqueue: e.enqueue, Slot: e.materializer.slot}, sources.Options{HelmIndexMaxSize: opts.HelmIndexMaxSize, HelmChartMaxSize: opts.HelmChartMaxSize})
 	e.generator = generator.New(generator.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher, Graph: e.graph,
 		Recorder: e.recorder, SourceArtifact: e.sourceArtifact}, generator.Options{DefaultInterval: opts.DefaultInterval,
 		FieldManager: opts.FieldManager, Restricted: opts.Restricted, DefaultServiceAccount: opts.DefaultServiceAccount,

@@ -10,6 +10,8 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
+
+	"github.com/cozystack/cozy-aio/engine/internal/sources"
 )
 
 // specFields lists, per kind the engine serves, how each field of the
@@ -65,7 +67,7 @@ var specFields = map[string]specFieldPolicy{
 			"include", "verify",
 		},
 		check: func(spec reflect.Value) error {
-			return gitRepositoryUnsupported(&sourcev1.GitRepository{Spec: spec.Interface().(sourcev1.GitRepositorySpec)})
+			return sources.GitRepositoryUnsupported(&sourcev1.GitRepository{Spec: spec.Interface().(sourcev1.GitRepositorySpec)})
 		},
 	},
 	sourcev1.OCIRepositoryKind: {
@@ -75,7 +77,7 @@ var specFields = map[string]specFieldPolicy{
 			"certSecretRef", "proxySecretRef", "insecure", "ignore", "suspend", "provider", "verify.provider", "verify.secretRef",
 		},
 		check: func(spec reflect.Value) error {
-			return ociRepositoryUnsupported(&sourcev1.OCIRepository{Spec: spec.Interface().(sourcev1.OCIRepositorySpec)})
+			return sources.OCIRepositoryUnsupported(&sourcev1.OCIRepository{Spec: spec.Interface().(sourcev1.OCIRepositorySpec)})
 		},
 	},
 	swv1beta1.ArtifactGeneratorKind: {
@@ -91,7 +93,7 @@ var specFields = map[string]specFieldPolicy{
 			"url", "secretRef", "certSecretRef", "passCredentials", "interval", "insecure", "timeout", "suspend", "type", "provider",
 		},
 		check: func(spec reflect.Value) error {
-			return helmRepositoryUnsupported(&sourcev1.HelmRepository{Spec: spec.Interface().(sourcev1.HelmRepositorySpec)})
+			return sources.HelmRepositoryUnsupported(&sourcev1.HelmRepository{Spec: spec.Interface().(sourcev1.HelmRepositorySpec)})
 		},
 	},
 	sourcev1.HelmChartKind: {
@@ -100,7 +102,7 @@ var specFields = map[string]specFieldPolicy{
 			"chart", "version", "sourceRef", "interval", "reconcileStrategy", "valuesFiles", "ignoreMissingValuesFiles", "suspend", "verify.provider", "verify.secretRef",
 		},
 		check: func(spec reflect.Value) error {
-			return helmChartUnsupported(&sourcev1.HelmChart{Spec: spec.Interface().(sourcev1.HelmChartSpec)})
+			return sources.HelmChartUnsupported(&sourcev1.HelmChart{Spec: spec.Interface().(sourcev1.HelmChartSpec)})
 		},
 	},
 	sourcev1.BucketKind: {
@@ -110,7 +112,7 @@ var specFields = map[string]specFieldPolicy{
 			"interval", "timeout", "ignore", "suspend",
 		},
 		check: func(spec reflect.Value) error {
-			return bucketUnsupported(&sourcev1.Bucket{Spec: spec.Interface().(sourcev1.BucketSpec)})
+			return sources.BucketUnsupported(&sourcev1.Bucket{Spec: spec.Interface().(sourcev1.BucketSpec)})
 		},
 	},
 	// The engine writes ExternalArtifacts (the outputs of generators) and

@@ -133,7 +133,7 @@ func (e *Engine) tenantOf(obj client.Object) string {
 	// The releases of one remote cluster are one tenant, so that a
 	// cluster that is down holds at most its fair share of workers.
 	if hr, ok := obj.(*helmv2.HelmRelease); ok && hr.Spec.KubeConfig != nil {
-		return obj.GetNamespace() + "/" + kubeConfigName(hr.Spec.KubeConfig)
+		return obj.GetNamespace() + "/" + KubeConfigName(hr.Spec.KubeConfig)
 	}
 	return obj.GetNamespace()
 }
@@ -257,7 +257,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		res, err = mgr.Reconcile(ctx, rel, opts, state)
 	}
 	stopProgress()
-	err = remoteError(remote, err)
+	err = RemoteError(remote, err)
 	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
 	setTestCondition(obj, res, rel)
@@ -480,19 +480,19 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (
 	}
 	if !obj.Spec.Suspend && releaseRecorded(obj) {
 		c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
-		if kubeConfigGone(obj.Spec.KubeConfig, err) {
+		if KubeConfigGone(obj.Spec.KubeConfig, err) {
 			// As helm-controller: without its kubeconfig the release
 			// cannot be uninstalled; the finalizer goes, and the Event
 			// says what may be left behind.
 			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, string(helmv2.ActionHelmUninstall),
 				"skipped the uninstall of release %s/%s: spec.kubeConfig %s is gone (%v); its objects may be left in the remote cluster",
-				obj.GetReleaseNamespace(), releaseName(obj), kubeConfigName(obj.Spec.KubeConfig), err)
+				obj.GetReleaseNamespace(), releaseName(obj), KubeConfigName(obj.Spec.KubeConfig), err)
 			return 0, e.releaseFinalizer(ctx, obj, self)
 		}
 		if err != nil {
 			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: spec.kubeConfig: %w", self, err))
 		}
-		mgr, err := c.Value.helm()
+		mgr, err := c.Value.Helm()
 		if err != nil {
 			return 0, e.uninstallFailed(ctx, obj, err)
 		}
@@ -500,7 +500,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
 		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {
-			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: uninstalling on deletion: %w", self, remoteError(c.Source, err)))
+			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: uninstalling on deletion: %w", self, RemoteError(c.Source, err)))
 		}
 	}
 	return 0, e.releaseFinalizer(ctx, obj, self)

@@ -23,8 +23,6 @@ import (
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
-	"github.com/cozystack/cozy-aio/source/git"
-	"github.com/cozystack/cozy-aio/source/oci"
 )
 
 // Only the leader runs the source and generator reconcilers, so only its
@@ -38,10 +36,8 @@ const (
 	// that a long clone does not hold every worker; those that stop
 	// waiting are woken when it ends.
 	materializeWait = 20 * time.Second
-	// materializeRetry is when a dependent retries after a rebuild failed
-	// for a reason other than a digest mismatch (upstream unreachable, a
-	// rebuild still running).
-	materializeRetry = 30 * time.Second
+	// materializeRetry is frame.MaterializeRetry.
+	materializeRetry = frame.MaterializeRetry
 	// materializeFailureTTL is how long a failed rebuild is answered from
 	// memory, so that a thousand dependents of an unreachable source do
 	// not each ask the upstream.
@@ -155,19 +151,10 @@ func (e *Engine) rebuild(ctx context.Context, src frame.Ref, obj client.Object, 
 	if derr == nil {
 		return e.adopt(ctx, staging, sobj, built, want)
 	}
-	switch o := obj.(type) {
-	case *sourcev1.GitRepository:
-		built, err = e.rebuildGit(ctx, staging, sobj, o, want.Revision)
-	case *sourcev1.OCIRepository:
-		built, err = e.rebuildOCI(ctx, staging, sobj, o, want.Revision)
-	case *sourcev1.Bucket:
-		built, err = e.rebuildBucket(ctx, staging, sobj, o, want.Revision)
-	case *sourcev1.ExternalArtifact:
-		built, err = e.rebuildOutput(ctx, staging, o)
-	case *sourcev1.HelmChart:
-		built, err = e.rebuildHelmChart(ctx, staging, sobj, o, want.Revision)
-	default:
-		err = fmt.Errorf("%T cannot be rebuilt", obj)
+	if ea, ok := obj.(*sourcev1.ExternalArtifact); ok {
+		built, err = e.rebuildOutput(ctx, staging, ea)
+	} else {
+		built, err = e.sources.Rebuild(ctx, staging, sobj, obj, want.Revision)
 	}
 	fetched := ""
 	if want.URL != "" {
@@ -272,64 +259,6 @@ func (e *Engine) adopt(ctx context.Context, staging *source.Store, sobj source.O
 	// reconcile of the object retries retention.
 	_, _ = e.store.GC(ctx, sobj, art)
 	return art, nil
-}
-
-// rebuildGit fetches the commit of revision with the reconciler's options
-// and the ignore rules the artifact was built with.
-func (e *Engine) rebuildGit(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.GitRepository, revision string) (source.Artifact, error) {
-	opts, err := (&gitRepositoryReconciler{e: e}).options(ctx, obj)
-	if err != nil {
-		return source.Artifact{}, err
-	}
-	opts.Ignore = observedIgnore(obj.Status.ObservedIgnore)
-	opts.SparseCheckout = obj.Status.ObservedSparseCheckout
-	if len(obj.Spec.Include) > 0 || len(obj.Status.IncludedArtifacts) > 0 {
-		self := frame.Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
-		inc, out, ok := e.resolveIncludes(ctx, obj.DeepCopy(), self)
-		if !ok {
-			return source.Artifact{}, errors.New(out.Message)
-		}
-		defer inc.done()
-		if !sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) {
-			return source.Artifact{}, fmt.Errorf("%s: the included artifacts changed since %s was built; waiting for the leader to record the new artifact", self, revision)
-		}
-		opts.Include = inc.trees
-	}
-	release, err := e.materializer.slot(ctx)
-	if err != nil {
-		return source.Artifact{}, err
-	}
-	defer release()
-	res, err := git.FetchRevision(ctx, staging, sobj, obj.Spec.URL, revision, opts)
-	return res.Artifact, err
-}
-
-// rebuildOCI pulls the manifest of revision with the reconciler's options
-// and the layer selector and ignore rules the artifact was built with.
-func (e *Engine) rebuildOCI(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.OCIRepository, revision string) (source.Artifact, error) {
-	opts, err := (&ociRepositoryReconciler{e: e}).options(ctx, obj)
-	if err != nil {
-		return source.Artifact{}, err
-	}
-	opts.Ignore = observedIgnore(obj.Status.ObservedIgnore)
-	opts.Layer = oci.LayerSelector{}
-	if ls := obj.Status.ObservedLayerSelector; ls != nil {
-		opts.Layer = oci.LayerSelector{MediaType: ls.MediaType, Operation: oci.Operation(ls.Operation)}
-	}
-	release, err := e.materializer.slot(ctx)
-	if err != nil {
-		return source.Artifact{}, err
-	}
-	defer release()
-	res, err := oci.FetchRevision(ctx, staging, sobj, obj.Spec.URL, revision, opts)
-	return res.Artifact, err
-}
-
-func observedIgnore(s *string) []string {
-	if s == nil {
-		return nil
-	}
-	return splitLines(*s)
 }
 
 // rebuildOutput composes an ArtifactGenerator's output again

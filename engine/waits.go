@@ -98,7 +98,7 @@ func summary(rep health.Report) string {
 
 // startWait starts an event-driven wait for refs in the target cluster
 // and returns at once.
-func (e *Engine) startWait(target *clusterClients, key waitKey, exprs []kustomize.CustomHealthCheck, refs []health.ObjectRef, timeout time.Duration) error {
+func (e *Engine) startWait(target *Clients, key waitKey, exprs []kustomize.CustomHealthCheck, refs []health.ObjectRef, timeout time.Duration) error {
 	var checker *health.Checker
 	if len(exprs) > 0 {
 		hx := make([]health.Expr, len(exprs))
@@ -110,7 +110,7 @@ func (e *Engine) startWait(target *clusterClients, key waitKey, exprs []kustomiz
 			return err
 		}
 	}
-	waiter, err := target.waiter()
+	waiter, err := target.Waiter()
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package frame
 
 import (
+	"time"
+
 	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -27,3 +29,8 @@ func StoreArtifact(a *meta.Artifact) source.Artifact {
 	}
 	return out
 }
+
+// MaterializeRetry is when a dependent retries after a rebuild of the
+// artifact it reads failed for a reason other than a digest mismatch
+// (upstream unreachable, a rebuild still running).
+const MaterializeRetry = 30 * time.Second

@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 	"github.com/cozystack/cozy-aio/source/bucket"
 )
 
-type bucketReconciler struct{ e *Engine }
+type bucketReconciler struct{ s *Sources }
 
 func (r *bucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.Bucket{}
-	return r.e.reconcileSource(ctx, req, sourcev1.BucketKind, obj,
+	return r.s.reconcileSource(ctx, req, sourcev1.BucketKind, obj,
 		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
@@ -30,7 +30,7 @@ func (r *bucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 // bucketUnsupported names the fields of a Bucket the engine does not
 // honour.
-func bucketUnsupported(obj *sourcev1.Bucket) error {
+func BucketUnsupported(obj *sourcev1.Bucket) error {
 	provider := obj.Spec.Provider
 	return frame.Unsupported(sourcev1.BucketKind,
 		frame.FieldCheck{Path: fmt.Sprintf("spec.provider (%s)", provider), Set: provider != "" && provider != sourcev1.BucketProviderGeneric},
@@ -40,21 +40,21 @@ func bucketUnsupported(obj *sourcev1.Bucket) error {
 }
 
 func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, sobj source.Object) frame.Outcome {
-	e := r.e
-	if err := bucketUnsupported(obj); err != nil {
-		return frame.Stalled(UnsupportedFieldReason, fmt.Errorf("%s/%s/%s: %w", sourcev1.BucketKind, obj.Namespace, obj.Name, err))
+	s := r.s
+	if err := BucketUnsupported(obj); err != nil {
+		return frame.Stalled(frame.UnsupportedFieldReason, fmt.Errorf("%s/%s/%s: %w", sourcev1.BucketKind, obj.Namespace, obj.Name, err))
 	}
 	opts, err := r.options(ctx, obj)
 	if err != nil {
 		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && s.deps.Stored(frame.StoreArtifact(a)) {
 		if equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) {
 			opts.LastRevision = a.Revision // built with the ignore rules asked for
 		}
 		opts.Reuse = frame.StoreArtifact(a)
 	}
-	res, err := bucket.Fetch(ctx, e.store, sobj, obj.Spec.BucketName, opts)
+	res, err := bucket.Fetch(ctx, s.deps.Store, sobj, obj.Spec.BucketName, opts)
 	if err != nil {
 		return frame.Failed(sourcev1.BucketOperationFailedReason, err)
 	}
@@ -64,7 +64,7 @@ func (r *bucketReconciler) reconcile(ctx context.Context, obj *sourcev1.Bucket, 
 	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
-	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
+	if _, err := s.deps.Store.GC(ctx, sobj, res.Artifact); err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
 	return frame.Succeeded("stored artifact: revision '%s'", res.Artifact.Revision)
@@ -78,16 +78,16 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 	ref := fmt.Sprintf("%s/%s/%s", sourcev1.BucketKind, obj.Namespace, obj.Name)
 	opts := bucket.Options{
 		Server: bucket.Server{Endpoint: obj.Spec.Endpoint, Insecure: obj.Spec.Insecure, Region: obj.Spec.Region,
-			Dial: r.e.sourceDial()},
+			Dial: r.s.deps.Dial},
 		Prefix: obj.Spec.Prefix, Timeout: frame.DurationOr(obj.Spec.Timeout, 60*time.Second),
 		Ignore: bucketIgnore(obj.Spec.Ignore),
 	}
 	// minio retries a refused dial ten times: refuse the endpoint first.
-	if err := r.e.destinations().CheckURL(ctx, egress.Source, obj.Spec.Endpoint); err != nil {
+	if err := r.s.deps.Destinations.CheckURL(ctx, egress.Source, obj.Spec.Endpoint); err != nil {
 		return opts, fmt.Errorf("%s: spec.endpoint: %w", ref, err)
 	}
 	if obj.Spec.SecretRef != nil {
-		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		s, err := r.s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -99,7 +99,7 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 		opts.AccessKey, opts.SecretKey = string(ak), string(sk)
 	}
 	if obj.Spec.CertSecretRef != nil {
-		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		s, err := r.s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -108,7 +108,7 @@ func (r *bucketReconciler) options(ctx context.Context, obj *sourcev1.Bucket) (b
 		}
 	}
 	if obj.Spec.ProxySecretRef != nil {
-		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
+		s, err := r.s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -132,13 +132,13 @@ func bucketIgnore(s *string) []string {
 // ignore rules the artifact was built with. A bucket keeps no history: the
 // rebuild succeeds only while the bucket still lists to revision, and
 // otherwise fails until the leader records the new revision.
-func (e *Engine) rebuildBucket(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.Bucket, revision string) (source.Artifact, error) {
-	opts, err := (&bucketReconciler{e: e}).options(ctx, obj)
+func (s *Sources) rebuildBucket(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.Bucket, revision string) (source.Artifact, error) {
+	opts, err := (&bucketReconciler{s: s}).options(ctx, obj)
 	if err != nil {
 		return source.Artifact{}, err
 	}
 	opts.Ignore = bucketIgnore(obj.Status.ObservedIgnore)
-	release, err := e.materializer.slot(ctx)
+	release, err := s.deps.Slot(ctx)
 	if err != nil {
 		return source.Artifact{}, err
 	}

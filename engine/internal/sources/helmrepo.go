@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"context"
@@ -20,11 +20,11 @@ import (
 // helmRepositoryReconciler fetches the index of an HTTP(S) Helm
 // repository into an artifact, as Flux does; a repository of type oci has
 // no artifact and is Ready when its registry answers.
-type helmRepositoryReconciler struct{ e *Engine }
+type helmRepositoryReconciler struct{ s *Sources }
 
 func (r *helmRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.HelmRepository{}
-	res, err := r.e.reconcileSource(ctx, req, sourcev1.HelmRepositoryKind, obj,
+	res, err := r.s.reconcileSource(ctx, req, sourcev1.HelmRepositoryKind, obj,
 		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
@@ -32,13 +32,13 @@ func (r *helmRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		})
 	if obj.Name == "" {
 		// Deleted: reconcileSource removed its artifacts.
-		r.e.helmRepos.Forget(source.Object{Kind: sourcev1.HelmRepositoryKind, Namespace: req.Namespace, Name: req.Name})
+		r.s.deps.HelmRepos.Forget(source.Object{Kind: sourcev1.HelmRepositoryKind, Namespace: req.Namespace, Name: req.Name})
 	} else if obj.Spec.URL != "" {
 		// Charts whose dependency comes from this URL, and found no
 		// HelmRepository for it, look again: from now on they wait on
 		// this repository by name, through the shared cache.
-		for _, d := range r.e.graph.Dependents(repositoryURLRef(obj.Namespace, obj.Spec.URL)) {
-			r.e.enqueue(d)
+		for _, d := range r.s.deps.Graph.Dependents(repositoryURLRef(obj.Namespace, obj.Spec.URL)) {
+			r.s.deps.Enqueue(d)
 		}
 	}
 	return res, err
@@ -46,7 +46,7 @@ func (r *helmRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 // helmRepositoryUnsupported names the fields of a HelmRepository the
 // engine does not honour.
-func helmRepositoryUnsupported(obj *sourcev1.HelmRepository) error {
+func HelmRepositoryUnsupported(obj *sourcev1.HelmRepository) error {
 	return frame.Unsupported(sourcev1.HelmRepositoryKind,
 		frame.FieldCheck{Path: "spec.provider", Set: obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GenericOCIProvider},
 		frame.FieldCheck{Path: "spec.accessFrom", Set: obj.Spec.AccessFrom != nil},
@@ -54,10 +54,10 @@ func helmRepositoryUnsupported(obj *sourcev1.HelmRepository) error {
 }
 
 func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmRepository, sobj source.Object) frame.Outcome {
-	e := r.e
+	s := r.s
 	self := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
-	if err := helmRepositoryUnsupported(obj); err != nil {
-		return frame.Stalled(UnsupportedFieldReason, err)
+	if err := HelmRepositoryUnsupported(obj); err != nil {
+		return frame.Stalled(frame.UnsupportedFieldReason, err)
 	}
 	if obj.Spec.Type == sourcev1.HelmRepositoryTypeOCI {
 		return r.reconcileOCI(ctx, obj, self)
@@ -65,15 +65,15 @@ func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.
 	if !strings.HasPrefix(obj.Spec.URL, "http://") && !strings.HasPrefix(obj.Spec.URL, "https://") {
 		return frame.Stalled(sourcev1.URLInvalidReason, fmt.Errorf("%s: URL %q must start with http:// or https:// (or set type: oci)", self, obj.Spec.URL))
 	}
-	opts, err := e.helmRepoOptions(ctx, obj)
+	opts, err := s.helmRepoOptions(ctx, obj)
 	if err != nil {
 		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
 	last := ""
-	if a := obj.Status.Artifact; a != nil && e.storedIndex(frame.StoreArtifact(a)) {
+	if a := obj.Status.Artifact; a != nil && s.storedIndex(frame.StoreArtifact(a)) {
 		last = a.Digest
 	}
-	res, err := e.helmRepos.FetchIndex(ctx, e.store, sobj, obj.Spec.URL, last, opts)
+	res, err := s.deps.HelmRepos.FetchIndex(ctx, s.deps.Store, sobj, obj.Spec.URL, last, opts)
 	if err != nil {
 		return frame.Failed(sourcev1.IndexationFailedReason, err)
 	}
@@ -82,7 +82,7 @@ func (r *helmRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.
 	}
 	obj.Status.Artifact = frame.MetaArtifact(res.Artifact)
 	obj.Status.URL = res.Artifact.URL
-	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
+	if _, err := s.deps.Store.GC(ctx, sobj, res.Artifact); err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
 	return indexStored(res.Artifact.Revision)
@@ -97,8 +97,8 @@ func indexStored(revision string) frame.Outcome {
 
 // storedIndex reports whether the index artifact status names is in the
 // store under its digest.
-func (e *Engine) storedIndex(a source.Artifact) bool {
-	return e.store.Exists(a) && path.Base(a.Path) == "index-"+strings.TrimPrefix(a.Digest, "sha256:")+".yaml"
+func (s *Sources) storedIndex(a source.Artifact) bool {
+	return s.deps.Store.Exists(a) && path.Base(a.Path) == "index-"+strings.TrimPrefix(a.Digest, "sha256:")+".yaml"
 }
 
 // reconcileOCI checks that the registry of an OCI repository answers. As
@@ -107,7 +107,7 @@ func (r *helmRepositoryReconciler) reconcileOCI(ctx context.Context, obj *source
 	if !strings.HasPrefix(obj.Spec.URL, "oci://") {
 		return frame.Stalled(sourcev1.URLInvalidReason, fmt.Errorf("%s: URL %q must start with oci:// for type oci", self, obj.Spec.URL))
 	}
-	reg, err := r.e.helmRepoRegistry(ctx, obj)
+	reg, err := r.s.helmRepoRegistry(ctx, obj)
 	if err != nil {
 		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
@@ -124,17 +124,17 @@ func (r *helmRepositoryReconciler) reconcileOCI(ctx context.Context, obj *source
 // helmRepoOptions reads how to reach an HTTP(S) repository from its
 // Secrets: basic auth from secretRef (with a CA or client certificate
 // there too, as Flux still accepts), TLS from certSecretRef.
-func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmRepository) (helmrepo.Options, error) {
+func (s *Sources) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmRepository) (helmrepo.Options, error) {
 	ref := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
 	opts := helmrepo.Options{
 		PassCredentials: obj.Spec.PassCredentials,
 		Timeout:         frame.DurationOr(obj.Spec.Timeout, 60*time.Second),
-		MaxIndexSize:    e.opts.HelmIndexMaxSize,
-		MaxChartSize:    e.opts.HelmChartMaxSize,
-		Dial:            e.sourceDial(),
+		MaxIndexSize:    s.opts.HelmIndexMaxSize,
+		MaxChartSize:    s.opts.HelmChartMaxSize,
+		Dial:            s.deps.Dial,
 	}
 	if obj.Spec.SecretRef != nil {
-		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		s, err := s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -149,7 +149,7 @@ func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmReposito
 		}
 	}
 	if obj.Spec.CertSecretRef != nil {
-		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		s, err := s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -163,11 +163,11 @@ func (e *Engine) helmRepoOptions(ctx context.Context, obj *sourcev1.HelmReposito
 // helmRepoRegistry reads how to reach the registry of an OCI repository:
 // a dockerconfigjson (or username/password) from secretRef, TLS from
 // certSecretRef, plain HTTP with insecure.
-func (e *Engine) helmRepoRegistry(ctx context.Context, obj *sourcev1.HelmRepository) (oci.Registry, error) {
+func (s *Sources) helmRepoRegistry(ctx context.Context, obj *sourcev1.HelmRepository) (oci.Registry, error) {
 	ref := fmt.Sprintf("%s/%s/%s", sourcev1.HelmRepositoryKind, obj.Namespace, obj.Name)
-	reg := oci.Registry{PlainHTTP: obj.Spec.Insecure, Dial: e.sourceDial()}
+	reg := oci.Registry{PlainHTTP: obj.Spec.Insecure, Dial: s.deps.Dial}
 	if obj.Spec.SecretRef != nil {
-		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		s, err := s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
 		if err != nil {
 			return reg, err
 		}
@@ -178,7 +178,7 @@ func (e *Engine) helmRepoRegistry(ctx context.Context, obj *sourcev1.HelmReposit
 		}
 	}
 	if obj.Spec.CertSecretRef != nil {
-		s, err := e.secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		s, err := s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
 		if err != nil {
 			return reg, err
 		}

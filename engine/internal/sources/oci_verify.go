@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"context"
@@ -34,7 +34,7 @@ type ociVerification struct {
 // ociVerificationFor reads the material v names (nil v: nothing to
 // verify). Keyless cosign is refused before, by the unsupported field
 // checks.
-func (e *Engine) ociVerificationFor(ctx context.Context, referrer, namespace string, v *sourcev1.OCIRepositoryVerification) (*ociVerification, error) {
+func (s *Sources) ociVerificationFor(ctx context.Context, referrer, namespace string, v *sourcev1.OCIRepositoryVerification) (*ociVerification, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -45,11 +45,11 @@ func (e *Engine) ociVerificationFor(ctx context.Context, referrer, namespace str
 	if v.SecretRef == nil {
 		return nil, ov.refused(fmt.Errorf("verification secret cannot be empty: '%s'", referrer))
 	}
-	s, err := e.secret(ctx, referrer, namespace, v.SecretRef.Name)
+	sec, err := s.deps.Secret(ctx, referrer, namespace, v.SecretRef.Name)
 	if err != nil {
 		return nil, ov.refused(err)
 	}
-	for k, b := range s.Data {
+	for k, b := range sec.Data {
 		switch {
 		case ov.provider == "notation" && (strings.HasSuffix(k, ".crt") || strings.HasSuffix(k, ".pem")):
 			ov.certs = append(ov.certs, b)
@@ -59,11 +59,11 @@ func (e *Engine) ociVerificationFor(ctx context.Context, referrer, namespace str
 	}
 	if ov.provider == "notation" {
 		var ok bool
-		if ov.trustPolicy, ok = s.Data["trustpolicy.json"]; !ok {
-			return nil, ov.refused(fmt.Errorf("'trustpolicy.json' not found in secret '%s/%s'", s.Namespace, s.Name))
+		if ov.trustPolicy, ok = sec.Data["trustpolicy.json"]; !ok {
+			return nil, ov.refused(fmt.Errorf("'trustpolicy.json' not found in secret '%s/%s'", sec.Namespace, sec.Name))
 		}
 		if len(ov.certs) == 0 {
-			return nil, ov.refused(fmt.Errorf("no certificates found in secret '%s/%s'", s.Namespace, s.Name))
+			return nil, ov.refused(fmt.Errorf("no certificates found in secret '%s/%s'", sec.Namespace, sec.Name))
 		}
 	}
 	ov.fingerprint = ov.fingerprintOf()
@@ -141,9 +141,9 @@ func (ov *ociVerification) record(obj conditions.Setter, revision string, finger
 // as v says, as source-controller checks a HelmChart's at every
 // reconcile, and marks SourceVerified=False on obj when it fails. verified
 // is false when a Notation policy let the chart through unverified.
-func (e *Engine) verifyChart(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, v *sourcev1.HelmChartVerification,
+func (s *Sources) verifyChart(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, v *sourcev1.HelmChartVerification,
 	chartURL, digest string, reg oci.Registry) (verified bool, out frame.Outcome, ok bool) {
-	ov, err := e.ociVerificationFor(ctx, self.String(), obj.Namespace, &sourcev1.OCIRepositoryVerification{Provider: v.Provider, SecretRef: v.SecretRef})
+	ov, err := s.ociVerificationFor(ctx, self.String(), obj.Namespace, &sourcev1.OCIRepositoryVerification{Provider: v.Provider, SecretRef: v.SecretRef})
 	if err == nil && ov.provider != "notation" && len(ov.keys) == 0 {
 		err = ov.refused(fmt.Errorf("no public keys found in secret '%s/%s'", obj.Namespace, v.SecretRef.Name))
 	}

@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 	"github.com/cozystack/cozy-aio/source/oci"
 )
 
-type ociRepositoryReconciler struct{ e *Engine }
+type ociRepositoryReconciler struct{ s *Sources }
 
 func (r *ociRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.OCIRepository{}
-	return r.e.reconcileSource(ctx, req, sourcev1.OCIRepositoryKind, obj,
+	return r.s.reconcileSource(ctx, req, sourcev1.OCIRepositoryKind, obj,
 		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
@@ -29,9 +29,9 @@ func (r *ociRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 }
 
 func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.OCIRepository, sobj source.Object) frame.Outcome {
-	e := r.e
-	if err := ociRepositoryUnsupported(obj); err != nil {
-		return frame.Stalled(UnsupportedFieldReason, err)
+	s := r.s
+	if err := OCIRepositoryUnsupported(obj); err != nil {
+		return frame.Stalled(frame.UnsupportedFieldReason, err)
 	}
 	if !strings.HasPrefix(obj.Spec.URL, "oci://") {
 		return frame.Stalled(sourcev1.URLInvalidReason, fmt.Errorf("OCIRepository/%s/%s: URL %q must start with oci://", obj.Namespace, obj.Name, obj.Spec.URL))
@@ -40,7 +40,7 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	if err != nil {
 		return frame.Failed(sourcev1.AuthenticationFailedReason, err)
 	}
-	ov, err := e.ociVerificationFor(ctx, fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name), obj.Namespace, obj.Spec.Verify)
+	ov, err := s.ociVerificationFor(ctx, fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name), obj.Namespace, obj.Spec.Verify)
 	if out, refused := verificationRefused(obj, err); refused {
 		return out
 	}
@@ -50,14 +50,14 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	} else {
 		opts.Verify = ov.verifier(opts.Registry)
 	}
-	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) &&
+	if a := obj.Status.Artifact; a != nil && s.deps.Stored(frame.StoreArtifact(a)) &&
 		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && equalPtr(obj.Status.ObservedLayerSelector, obj.Spec.LayerSelector) &&
 		ov.current(obj, obj.Generation, obj.Status.SourceVerificationFingerprint) {
 		// Built with the rules the spec asks for: an unchanged digest
 		// needs no pull.
 		opts.LastRevision = a.Revision
 	}
-	res, err := oci.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
+	res, err := oci.Fetch(ctx, s.deps.Store, sobj, obj.Spec.URL, opts)
 	if out, refused := verificationRefused(obj, err); refused {
 		return out
 	}
@@ -74,7 +74,7 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 	obj.Status.URL = res.Artifact.URL
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedLayerSelector = obj.Spec.LayerSelector
-	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
+	if _, err := s.deps.Store.GC(ctx, sobj, res.Artifact); err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
 	return frame.Succeeded("stored artifact for digest '%s'", res.Artifact.Revision)
@@ -82,7 +82,7 @@ func (r *ociRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.O
 
 func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCIRepository) (oci.Options, error) {
 	ref := fmt.Sprintf("OCIRepository/%s/%s", obj.Namespace, obj.Name)
-	opts := oci.Options{Registry: oci.Registry{PlainHTTP: obj.Spec.Insecure, Dial: r.e.sourceDial()},
+	opts := oci.Options{Registry: oci.Registry{PlainHTTP: obj.Spec.Insecure, Dial: r.s.deps.Dial},
 		Timeout: frame.DurationOr(obj.Spec.Timeout, 60*time.Second)}
 	if rf := obj.Spec.Reference; rf != nil {
 		opts.Ref = oci.Ref{Tag: rf.Tag, SemVer: rf.SemVer, SemVerFilter: rf.SemverFilter, Digest: rf.Digest}
@@ -94,7 +94,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 		opts.Ignore = splitLines(*obj.Spec.Ignore)
 	}
 	if obj.Spec.SecretRef != nil {
-		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		s, err := r.s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -104,7 +104,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 		}
 	}
 	if obj.Spec.CertSecretRef != nil {
-		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		s, err := r.s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.CertSecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -113,7 +113,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 		}
 	}
 	if obj.Spec.ProxySecretRef != nil {
-		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
+		s, err := r.s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -125,7 +125,7 @@ func (r *ociRepositoryReconciler) options(ctx context.Context, obj *sourcev1.OCI
 }
 
 // ociRepositoryUnsupported names the spec fields of obj that are set and not honoured.
-func ociRepositoryUnsupported(obj *sourcev1.OCIRepository) error {
+func OCIRepositoryUnsupported(obj *sourcev1.OCIRepository) error {
 	return frame.Unsupported(sourcev1.OCIRepositoryKind,
 		frame.FieldCheck{Path: "spec.verify without secretRef (keyless cosign)", Set: obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
 		frame.FieldCheck{Path: "spec.verify.trustedRootSecretRef", Set: obj.Spec.Verify != nil && obj.Spec.Verify.TrustedRootSecretRef != nil},

@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"context"
@@ -29,20 +29,20 @@ type gitIncludes struct {
 // has no artifact yet fails the GitRepository with IncludeUnavailable
 // naming it, as source-controller does; the engine wakes it when the
 // include gets its artifact (the includes are edges of the graph).
-func (e *Engine) resolveIncludes(ctx context.Context, obj *sourcev1.GitRepository, self frame.Ref) (gitIncludes, frame.Outcome, bool) {
+func (s *Sources) resolveIncludes(ctx context.Context, obj *sourcev1.GitRepository, self frame.Ref) (gitIncludes, frame.Outcome, bool) {
 	inc := gitIncludes{done: func() {}}
 	var refs []frame.Ref
 	for _, in := range obj.Spec.Include {
 		refs = append(refs, frame.Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: in.GitRepositoryRef.Name})
 	}
-	e.graph.Set(self, refs)
+	s.deps.Graph.Set(self, refs)
 	if len(refs) == 0 {
 		conditions.Delete(obj, sourcev1.IncludeUnavailableCondition)
 		return inc, frame.Outcome{}, true
 	}
-	if cyc := e.graph.Cycle(self); cyc != nil {
-		out := frame.Stalled(DependencyCycleReason, fmt.Errorf("%s: spec.include is on a cycle: %v", self, cyc))
-		conditions.MarkTrue(obj, sourcev1.IncludeUnavailableCondition, DependencyCycleReason, "%s", out.Message)
+	if cyc := s.deps.Graph.Cycle(self); cyc != nil {
+		out := frame.Stalled(frame.DependencyCycleReason, fmt.Errorf("%s: spec.include is on a cycle: %v", self, cyc))
+		conditions.MarkTrue(obj, sourcev1.IncludeUnavailableCondition, frame.DependencyCycleReason, "%s", out.Message)
 		return inc, out, false
 	}
 	tmp, err := os.MkdirTemp("", "cozy-include-")
@@ -58,7 +58,7 @@ func (e *Engine) resolveIncludes(ctx context.Context, obj *sourcev1.GitRepositor
 	}
 	for i, in := range obj.Spec.Include {
 		name := in.GitRepositoryRef.Name
-		art, out, ok := e.sourceArtifact(ctx, self, sourcev1.GitRepositoryKind, obj.Namespace, name)
+		art, out, ok := s.deps.SourceArtifact(ctx, self, sourcev1.GitRepositoryKind, obj.Namespace, name)
 		if !ok {
 			inc.done()
 			out.Message = fmt.Sprintf("include '%s' is unavailable: %s", name, out.Message)
@@ -66,7 +66,7 @@ func (e *Engine) resolveIncludes(ctx context.Context, obj *sourcev1.GitRepositor
 			return gitIncludes{done: func() {}}, out, false
 		}
 		dir := filepath.Join(tmp, fmt.Sprint(i))
-		if err := e.store.Extract(ctx, art, dir, source.ExtractOptions{}); err != nil {
+		if err := s.deps.Store.Extract(ctx, art, dir, source.ExtractOptions{}); err != nil {
 			inc.done()
 			return gitIncludes{done: func() {}}, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting include '%s': %w", self, name, err)), false
 		}

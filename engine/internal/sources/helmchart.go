@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"bytes"
@@ -45,18 +45,18 @@ const (
 // helmChartReconciler stores a chart as an artifact: pulled from a
 // HelmRepository (HTTP index or OCI registry), or packaged from a path of
 // a GitRepository or Bucket artifact.
-type helmChartReconciler struct{ e *Engine }
+type helmChartReconciler struct{ s *Sources }
 
 func (r *helmChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.HelmChart{}
-	res, err := r.e.reconcileSource(ctx, req, sourcev1.HelmChartKind, obj,
+	res, err := r.s.reconcileSource(ctx, req, sourcev1.HelmChartKind, obj,
 		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
 			obj.Status.ObservedGeneration, obj.Status.LastHandledReconcileAt = gen, handled
 		})
 	if obj.Name == "" {
-		r.e.graph.Remove(frame.Ref{Kind: sourcev1.HelmChartKind, Namespace: req.Namespace, Name: req.Name})
+		r.s.deps.Graph.Remove(frame.Ref{Kind: sourcev1.HelmChartKind, Namespace: req.Namespace, Name: req.Name})
 	}
 	return res, err
 }
@@ -76,17 +76,17 @@ type builtChart struct {
 
 // helmChartUnsupported names the fields of a HelmChart the engine does
 // not honour.
-func helmChartUnsupported(obj *sourcev1.HelmChart) error {
+func HelmChartUnsupported(obj *sourcev1.HelmChart) error {
 	return frame.Unsupported(sourcev1.HelmChartKind,
 		frame.FieldCheck{Path: "spec.verify without secretRef (keyless cosign)", Set: obj.Spec.Verify != nil && obj.Spec.Verify.SecretRef == nil && obj.Spec.Verify.Provider != "notation"},
 	)
 }
 
 func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmChart, sobj source.Object) frame.Outcome {
-	e := r.e
+	s := r.s
 	self := frame.Ref{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
-	if err := helmChartUnsupported(obj); err != nil {
-		return frame.Stalled(UnsupportedFieldReason, err)
+	if err := HelmChartUnsupported(obj); err != nil {
+		return frame.Stalled(frame.UnsupportedFieldReason, err)
 	}
 	sr := obj.Spec.SourceRef
 	switch sr.Kind {
@@ -95,7 +95,7 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.sourceRef.kind %q is not HelmRepository, GitRepository or Bucket", self, sr.Kind))
 	}
 	src := frame.Ref{Kind: sr.Kind, Namespace: obj.Namespace, Name: sr.Name}
-	edges := &chartEdges{g: e.graph, self: self}
+	edges := &chartEdges{g: s.deps.Graph, self: self}
 	edges.add(src)
 	// A verification is made again at every reconcile, as source-controller
 	// makes it: a failed one is not kept.
@@ -112,7 +112,7 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 		return out
 	}
 	// Built: only the source wakes it again, as in Flux.
-	e.graph.Set(self, []frame.Ref{src})
+	s.deps.Graph.Set(self, []frame.Ref{src})
 	verb, reason := "pulled", sourcev1.ChartPullSucceededReason
 	if b.packaged || (b.unchanged && (sr.Kind != sourcev1.HelmRepositoryKind || len(obj.Status.ObservedValuesFiles) > 0)) {
 		verb, reason = "packaged", sourcev1.ChartPackageSucceededReason
@@ -123,7 +123,7 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 		o.Reason = reason
 		return o
 	}
-	art, err := e.store.Put(ctx, sobj, b.version, bytes.NewReader(b.data))
+	art, err := s.deps.Store.Put(ctx, sobj, b.version, bytes.NewReader(b.data))
 	if err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
@@ -131,7 +131,7 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 	obj.Status.URL = art.URL
 	obj.Status.ObservedChartName = b.name
 	obj.Status.ObservedValuesFiles = b.valuesFiles
-	if _, err := e.store.GC(ctx, sobj, art); err != nil {
+	if _, err := s.deps.Store.GC(ctx, sobj, art); err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
 	o := frame.Succeeded("%s '%s' chart with version '%s'", verb, b.name, b.version)
@@ -183,7 +183,7 @@ func repositoryURLRef(namespace, url string) frame.Ref {
 // the chart the spec names.
 func (r *helmChartReconciler) unchanged(obj *sourcev1.HelmChart, version string) bool {
 	a := obj.Status.Artifact
-	return a != nil && a.Revision == version && r.e.stored(frame.StoreArtifact(a)) && sameValuesFiles(obj) &&
+	return a != nil && a.Revision == version && r.s.deps.Stored(frame.StoreArtifact(a)) && sameValuesFiles(obj) &&
 		(obj.Spec.SourceRef.Kind != sourcev1.HelmRepositoryKind || obj.Status.ObservedChartName == obj.Spec.Chart)
 }
 
@@ -206,12 +206,12 @@ func sameValuesFiles(obj *sourcev1.HelmChart) bool {
 
 // helmRepository reads the HelmRepository a chart names, from the cache
 // and, when the cache has not seen it yet, from the API server.
-func (e *Engine) helmRepository(ctx context.Context, self frame.Ref, namespace, name string) (*sourcev1.HelmRepository, frame.Outcome, bool) {
+func (s *Sources) helmRepository(ctx context.Context, self frame.Ref, namespace, name string) (*sourcev1.HelmRepository, frame.Outcome, bool) {
 	repo := &sourcev1.HelmRepository{}
 	key := client.ObjectKey{Namespace: namespace, Name: name}
-	err := e.mgr.GetClient().Get(ctx, key, repo)
+	err := s.deps.Client.Get(ctx, key, repo)
 	if apierrors.IsNotFound(err) {
-		err = e.mgr.GetAPIReader().Get(ctx, key, repo)
+		err = s.deps.APIReader.Get(ctx, key, repo)
 	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -223,8 +223,8 @@ func (e *Engine) helmRepository(ctx context.Context, self frame.Ref, namespace, 
 }
 
 func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, pin string) (builtChart, frame.Outcome, bool) {
-	e := r.e
-	repo, out, ok := e.helmRepository(ctx, self, obj.Namespace, obj.Spec.SourceRef.Name)
+	s := r.s
+	repo, out, ok := s.helmRepository(ctx, self, obj.Namespace, obj.Spec.SourceRef.Name)
 	if !ok {
 		return builtChart{}, out, false
 	}
@@ -232,11 +232,11 @@ func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.
 		return r.fromOCI(ctx, obj, self, repo, pin)
 	}
 	if obj.Spec.Verify != nil {
-		return builtChart{}, frame.Stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify; HelmRepository/%s/%s is of type default (source-controller ignores verify there; cozy-aio never ignores it)",
+		return builtChart{}, frame.Stalled(frame.UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify; HelmRepository/%s/%s is of type default (source-controller ignores verify there; cozy-aio never ignores it)",
 			self, repo.Namespace, repo.Name)), false
 	}
 	repoRef := fmt.Sprintf("HelmRepository/%s/%s", repo.Namespace, repo.Name)
-	opts, err := e.helmRepoOptions(ctx, repo)
+	opts, err := s.helmRepoOptions(ctx, repo)
 	if err != nil {
 		return builtChart{}, frame.Failed(sourcev1.AuthenticationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
@@ -257,7 +257,7 @@ func (r *helmChartReconciler) fromRepository(ctx context.Context, obj *sourcev1.
 		b.unchanged = true
 		return b, frame.Outcome{}, true
 	}
-	b.data, err = e.helmRepos.DownloadChart(ctx, repo.Spec.URL, cv, opts)
+	b.data, err = s.deps.HelmRepos.DownloadChart(ctx, repo.Spec.URL, cv, opts)
 	if err != nil {
 		return builtChart{}, frame.Failed(chartPullErrorReason, fmt.Errorf("%s: chart %s %s from %s: %w", self, obj.Spec.Chart, cv.Version, repoRef, err)), false
 	}
@@ -286,11 +286,11 @@ func withValuesFiles(obj *sourcev1.HelmChart, self frame.Ref, b builtChart) (bui
 // The leader reads the HelmRepository's artifact; a rebuild on a replica
 // that lacks it (fresh) fetches the index into a scratch store.
 func (r *helmChartReconciler) index(ctx context.Context, self frame.Ref, repo *sourcev1.HelmRepository, opts helmrepo.Options, fresh bool) (*helmindex.IndexFile, string, frame.Outcome, bool) {
-	e := r.e
+	s := r.s
 	repoRef := frame.Ref{Kind: sourcev1.HelmRepositoryKind, Namespace: repo.Namespace, Name: repo.Name}
 	a := repo.Status.Artifact
-	if a != nil && e.storedIndex(frame.StoreArtifact(a)) {
-		idx, err := e.helmRepos.Index(e.store, frame.StoreArtifact(a))
+	if a != nil && s.storedIndex(frame.StoreArtifact(a)) {
+		idx, err := s.deps.HelmRepos.Index(s.deps.Store, frame.StoreArtifact(a))
 		if err == nil {
 			return idx, a.Revision, frame.Outcome{}, true
 		}
@@ -301,8 +301,8 @@ func (r *helmChartReconciler) index(ctx context.Context, self frame.Ref, repo *s
 		}
 		// The store lost the index (a wiped data directory): the
 		// repository fetches it again and wakes this chart.
-		e.enqueue(repoRef)
-		return nil, "", frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s: index %s is being fetched again", repoRef, a.Revision), materializeRetry), false
+		s.deps.Enqueue(repoRef)
+		return nil, "", frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s: index %s is being fetched again", repoRef, a.Revision), frame.MaterializeRetry), false
 	}
 	tmp, err := os.MkdirTemp("", "cozy-helmindex-")
 	if err != nil {
@@ -314,11 +314,11 @@ func (r *helmChartReconciler) index(ctx context.Context, self frame.Ref, repo *s
 		return nil, "", frame.Failed(meta.ArtifactFailedReason, err), false
 	}
 	sobj := source.Object{Kind: repoRef.Kind, Namespace: repoRef.Namespace, Name: repoRef.Name}
-	res, err := e.helmRepos.FetchIndex(ctx, scratch, sobj, repo.Spec.URL, "", opts)
+	res, err := s.deps.HelmRepos.FetchIndex(ctx, scratch, sobj, repo.Spec.URL, "", opts)
 	if err != nil {
 		return nil, "", frame.Failed(sourcev1.IndexationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
-	idx, err := e.helmRepos.Index(scratch, res.Artifact)
+	idx, err := s.deps.HelmRepos.Index(scratch, res.Artifact)
 	if err != nil {
 		return nil, "", frame.Failed(sourcev1.IndexationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
@@ -328,8 +328,8 @@ func (r *helmChartReconciler) index(ctx context.Context, self frame.Ref, repo *s
 // fromOCI pulls the chart <url>/<chart> of an OCI HelmRepository: an
 // exact version is a tag, anything else a semver range over the tags.
 func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, repo *sourcev1.HelmRepository, pin string) (builtChart, frame.Outcome, bool) {
-	e := r.e
-	reg, err := e.helmRepoRegistry(ctx, repo)
+	s := r.s
+	reg, err := s.helmRepoRegistry(ctx, repo)
 	if err != nil {
 		return builtChart{}, frame.Failed(sourcev1.AuthenticationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 	}
@@ -344,7 +344,7 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 	} else if _, err := semver.StrictNewVersion(want); err == nil {
 		ref = oci.Ref{Tag: strings.ReplaceAll(want, "+", "_")}
 	}
-	maxSize := e.opts.HelmChartMaxSize
+	maxSize := s.opts.HelmChartMaxSize
 	if maxSize <= 0 {
 		maxSize = helmrepo.DefaultMaxChartSize
 	}
@@ -358,7 +358,7 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 	if v := obj.Spec.Verify; v != nil {
 		var out frame.Outcome
 		var ok bool
-		if b.verified, out, ok = e.verifyChart(ctx, obj, self, v, chartURL, rev.Digest, reg); !ok {
+		if b.verified, out, ok = s.verifyChart(ctx, obj, self, v, chartURL, rev.Digest, reg); !ok {
 			return builtChart{}, out, false
 		}
 	}
@@ -367,7 +367,7 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 		return b, frame.Outcome{}, true
 	}
 	key := fmt.Sprintf("oci\x00%s\x00%s\x00%s\x00%x", chartURL, rev.Tag, rev.Digest, sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s", reg.DockerConfigJSON, reg.Username, reg.Password)))
-	b.data, err = e.helmRepos.Shared(ctx, key, func(ctx context.Context) ([]byte, error) {
+	b.data, err = s.deps.HelmRepos.Shared(ctx, key, func(ctx context.Context) ([]byte, error) {
 		opts.Layer = oci.LayerSelector{MediaType: helmChartLayerMediaType}
 		data, _, err := oci.ReadRevision(ctx, chartURL, rev.String, opts)
 		if errors.Is(err, oci.ErrLayerNotFound) {
@@ -388,13 +388,13 @@ func (r *helmChartReconciler) fromOCI(ctx context.Context, obj *sourcev1.HelmCha
 // fromSource packages the chart at spec.chart (a path) of a GitRepository
 // or Bucket artifact.
 func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.HelmChart, self frame.Ref, pin string, edges *chartEdges) (builtChart, frame.Outcome, bool) {
-	e := r.e
+	s := r.s
 	sr := obj.Spec.SourceRef
 	if obj.Spec.Verify != nil {
-		return builtChart{}, frame.Stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify, not a chart of a %s (source-controller ignores verify there; cozy-aio never ignores it)",
+		return builtChart{}, frame.Stalled(frame.UnsupportedFieldReason, fmt.Errorf("%s: spec.verify: only charts from an OCI HelmRepository have signatures to verify, not a chart of a %s (source-controller ignores verify there; cozy-aio never ignores it)",
 			self, sr.Kind)), false
 	}
-	art, out, ok := e.sourceArtifact(ctx, self, sr.Kind, obj.Namespace, sr.Name)
+	art, out, ok := s.deps.SourceArtifact(ctx, self, sr.Kind, obj.Namespace, sr.Name)
 	if !ok {
 		return builtChart{}, out, false
 	}
@@ -410,7 +410,7 @@ func (r *helmChartReconciler) fromSource(ctx context.Context, obj *sourcev1.Helm
 	}
 	defer os.RemoveAll(tmp)
 	src := filepath.Join(tmp, "src")
-	if err := e.store.Extract(ctx, art, src, source.ExtractOptions{}); err != nil {
+	if err := s.deps.Store.Extract(ctx, art, src, source.ExtractOptions{}); err != nil {
 		return builtChart{}, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting %s/%s/%s: %w", self, sr.Kind, obj.Namespace, sr.Name, err)), false
 	}
 	rel := path.Clean("/" + obj.Spec.Chart)
@@ -455,14 +455,14 @@ func versionMetadata(obj *sourcev1.HelmChart, revision string) string {
 
 // rebuildHelmChart builds exactly the chart version of revision again, as
 // the HelmChart reconciler built it, into staging.
-func (e *Engine) rebuildHelmChart(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.HelmChart, revision string) (source.Artifact, error) {
-	release, err := e.materializer.slot(ctx)
+func (s *Sources) rebuildHelmChart(ctx context.Context, staging *source.Store, sobj source.Object, obj *sourcev1.HelmChart, revision string) (source.Artifact, error) {
+	release, err := s.deps.Slot(ctx)
 	if err != nil {
 		return source.Artifact{}, err
 	}
 	defer release()
 	self := frame.Ref{Kind: sourcev1.HelmChartKind, Namespace: obj.Namespace, Name: obj.Name}
-	b, out, ok := (&helmChartReconciler{e: e}).build(ctx, obj, self, revision, nil)
+	b, out, ok := (&helmChartReconciler{s: s}).build(ctx, obj, self, revision, nil)
 	if !ok {
 		return source.Artifact{}, errors.New(out.Message)
 	}
@@ -486,7 +486,7 @@ func (r *helmChartReconciler) dependencies(ctx context.Context, obj *sourcev1.He
 		}
 		edges.add(repositoryURLRef(obj.Namespace, dep.Repository))
 		var repos sourcev1.HelmRepositoryList
-		if err := r.e.mgr.GetClient().List(ctx, &repos, client.InNamespace(obj.Namespace)); err != nil {
+		if err := r.s.deps.Client.List(ctx, &repos, client.InNamespace(obj.Namespace)); err != nil {
 			return nil, err
 		}
 		for i := range repos.Items {

@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 	"github.com/cozystack/cozy-aio/source/git"
 )
 
-type gitRepositoryReconciler struct{ e *Engine }
+type gitRepositoryReconciler struct{ s *Sources }
 
 func (r *gitRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.GitRepository{}
-	return r.e.reconcileSource(ctx, req, sourcev1.GitRepositoryKind, obj,
+	return r.s.reconcileSource(ctx, req, sourcev1.GitRepositoryKind, obj,
 		func(sobj source.Object) frame.Outcome { return r.reconcile(ctx, obj, sobj) },
 		func() bool { return obj.Spec.Suspend },
 		func(gen int64, handled string) {
@@ -28,9 +28,9 @@ func (r *gitRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 }
 
 func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.GitRepository, sobj source.Object) frame.Outcome {
-	e := r.e
-	if err := gitRepositoryUnsupported(obj); err != nil {
-		return frame.Stalled(UnsupportedFieldReason, err)
+	s := r.s
+	if err := GitRepositoryUnsupported(obj); err != nil {
+		return frame.Stalled(frame.UnsupportedFieldReason, err)
 	}
 	opts, err := r.options(ctx, obj)
 	if err != nil {
@@ -44,20 +44,20 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 		opts.Verify = gv.verify
 	}
 	self := frame.Ref{Kind: sourcev1.GitRepositoryKind, Namespace: obj.Namespace, Name: obj.Name}
-	inc, out, ok := e.resolveIncludes(ctx, obj, self)
+	inc, out, ok := s.resolveIncludes(ctx, obj, self)
 	if !ok {
 		return out
 	}
 	defer inc.done()
 	opts.Include = inc.trees
-	if a := obj.Status.Artifact; a != nil && e.stored(frame.StoreArtifact(a)) &&
+	if a := obj.Status.Artifact; a != nil && s.deps.Stored(frame.StoreArtifact(a)) &&
 		equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) && slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout) &&
 		sameIncludes(obj.Status.IncludedArtifacts, inc.artifacts) && gv.current(obj) {
 		// The artifact was built with the rules and includes the spec
 		// asks for: an unchanged revision needs no fetch.
 		opts.LastRevision = a.Revision
 	}
-	res, err := git.Fetch(ctx, e.store, sobj, obj.Spec.URL, opts)
+	res, err := git.Fetch(ctx, s.deps.Store, sobj, obj.Spec.URL, opts)
 	if out, refused := verificationRefused(obj, err); refused {
 		return out
 	}
@@ -72,7 +72,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 	obj.Status.ObservedIgnore = obj.Spec.Ignore
 	obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
 	obj.Status.IncludedArtifacts = inc.artifacts
-	if _, err := e.store.GC(ctx, sobj, res.Artifact); err != nil {
+	if _, err := s.deps.Store.GC(ctx, sobj, res.Artifact); err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("garbage-collecting old artifacts: %w", err))
 	}
 	return frame.Succeeded("stored artifact for revision '%s'", res.Artifact.Revision)
@@ -80,7 +80,7 @@ func (r *gitRepositoryReconciler) reconcile(ctx context.Context, obj *sourcev1.G
 
 func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.GitRepository) (git.Options, error) {
 	ref := fmt.Sprintf("GitRepository/%s/%s", obj.Namespace, obj.Name)
-	opts := git.Options{Timeout: frame.DurationOr(obj.Spec.Timeout, 60*time.Second), Dial: r.e.sourceDial()}
+	opts := git.Options{Timeout: frame.DurationOr(obj.Spec.Timeout, 60*time.Second), Dial: r.s.deps.Dial}
 	if rf := obj.Spec.Reference; rf != nil {
 		opts.Ref = git.Ref{Branch: rf.Branch, Tag: rf.Tag, SemVer: rf.SemVer, Name: rf.Name, Commit: rf.Commit}
 	}
@@ -89,7 +89,7 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 	}
 	opts.SparseCheckout = obj.Spec.SparseCheckout
 	if obj.Spec.SecretRef != nil {
-		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
+		s, err := r.s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.SecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -105,7 +105,7 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 		}
 	}
 	if obj.Spec.ProxySecretRef != nil {
-		s, err := r.e.secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
+		s, err := r.s.deps.Secret(ctx, ref, obj.Namespace, obj.Spec.ProxySecretRef.Name)
 		if err != nil {
 			return opts, err
 		}
@@ -117,7 +117,7 @@ func (r *gitRepositoryReconciler) options(ctx context.Context, obj *sourcev1.Git
 }
 
 // gitRepositoryUnsupported names the spec fields of obj that are set and not honoured.
-func gitRepositoryUnsupported(obj *sourcev1.GitRepository) error {
+func GitRepositoryUnsupported(obj *sourcev1.GitRepository) error {
 	return frame.Unsupported(sourcev1.GitRepositoryKind,
 		frame.FieldCheck{Path: "spec.recurseSubmodules", Set: obj.Spec.RecurseSubmodules},
 		frame.FieldCheck{Path: "spec.provider", Set: obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric},

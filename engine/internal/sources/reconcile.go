@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"context"
@@ -23,12 +23,12 @@ type sourceObject interface {
 // generation and the handled request in the kind's status. A success
 // requeues after spec.interval; a failure that is not stalled retries
 // with the controller's exponential backoff, as in Flux.
-func (e *Engine) reconcileSource(ctx context.Context, req ctrl.Request, kind string, obj sourceObject,
+func (s *Sources) reconcileSource(ctx context.Context, req ctrl.Request, kind string, obj sourceObject,
 	fetch func(source.Object) frame.Outcome, suspended func() bool, setStatus func(generation int64, handled string)) (ctrl.Result, error) {
 	sobj := source.Object{Kind: kind, Namespace: req.Namespace, Name: req.Name}
-	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := s.deps.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, e.store.Remove(ctx, sobj)
+			return ctrl.Result{}, s.deps.Store.Remove(ctx, sobj)
 		}
 		return ctrl.Result{}, err
 	}
@@ -39,5 +39,5 @@ func (e *Engine) reconcileSource(ctx context.Context, req ctrl.Request, kind str
 	orig := obj.DeepCopyObject().(frame.Object)
 	out := fetch(sobj)
 	setStatus(obj.GetGeneration(), frame.HandledRequest(obj))
-	return e.finish(ctx, kind, obj, orig, start, out, frame.Timing{Interval: obj.GetRequeueAfter(), Backoff: true})
+	return s.deps.Finisher.Finish(ctx, kind, obj, orig, start, out, frame.Timing{Interval: obj.GetRequeueAfter(), Backoff: true})
 }

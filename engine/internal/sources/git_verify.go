@@ -1,4 +1,4 @@
-package engine
+package sources
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func (r *gitRepositoryReconciler) gitVerificationFor(ctx context.Context, obj *s
 		conditions.Delete(obj, sourcev1.SourceVerifiedCondition)
 		return nil, nil
 	}
-	s, err := r.e.secret(ctx, fmt.Sprintf("GitRepository/%s/%s", obj.Namespace, obj.Name), obj.Namespace, v.SecretRef.Name)
+	s, err := r.s.deps.Secret(ctx, fmt.Sprintf("GitRepository/%s/%s", obj.Namespace, obj.Name), obj.Namespace, v.SecretRef.Name)
 	if err != nil {
 		return nil, &verificationFailure{reason: "VerificationError", err: fmt.Errorf("public keys secret error: %w", err)}
 	}
