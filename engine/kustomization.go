@@ -18,6 +18,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/targets"
 	"github.com/cozystack/cozy-aio/health"
 )
 
@@ -89,7 +90,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if !ok {
 		return out
 	}
-	target, out, ok := e.clusterOf(ctx, obj.Namespace, obj.Spec.KubeConfig, self)
+	target, out, ok := e.targets.ClusterOf(ctx, obj.Namespace, obj.Spec.KubeConfig, self)
 	if !ok {
 		return out
 	}
@@ -105,7 +106,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout(),
 		Ignore: ignoreRules(obj.Spec.Ignore)})
 	if err != nil {
-		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, RemoteError(target.Source, err)))
+		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, targets.RemoteError(target.Source, err)))
 	}
 	r.changeSetEvent(obj, kustomizev1.ActionApply, cs.Log(false))
 	next := cs.Inventory()
@@ -115,7 +116,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 		r.changeSetEvent(obj, kustomizev1.ActionPrune, pruned.Log(true))
 		if err != nil {
 			obj.Status.Inventory = toFluxInventory(next)
-			return frame.Failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, RemoteError(target.Source, err)))
+			return frame.Failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, targets.RemoteError(target.Source, err)))
 		}
 	}
 	obj.Status.Inventory = toFluxInventory(next)
@@ -166,13 +167,13 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 		return nil
 	}
 	if deletesOnFinalize(obj) && !obj.Spec.Suspend && obj.Status.Inventory != nil {
-		c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
-		if KubeConfigGone(obj.Spec.KubeConfig, err) {
+		c, err := e.targets.Registry.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
+		if targets.KubeConfigGone(obj.Spec.KubeConfig, err) {
 			// Without its kubeconfig nothing can be pruned: the finalizer
 			// goes, and the Event says what may be left behind.
 			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.PruneFailedReason, "Finalize",
 				"%s: skipped the garbage collection of %d objects: spec.kubeConfig %s is gone (%v); they may be left in the remote cluster",
-				self, len(obj.Status.Inventory.Entries), KubeConfigName(obj.Spec.KubeConfig), err)
+				self, len(obj.Status.Inventory.Entries), targets.KubeConfigName(obj.Spec.KubeConfig), err)
 			return r.removeFinalizer(ctx, obj)
 		}
 		if err != nil {
@@ -189,7 +190,7 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 		}
 		if _, err := applier.Prune(ctx, inventoryOf(obj.Status.Inventory).Entries, opts); err != nil {
 			if opts.WaitTimeout == 0 {
-				return fmt.Errorf("%s: pruning on deletion: %w", self, RemoteError(c.Source, err))
+				return fmt.Errorf("%s: pruning on deletion: %w", self, targets.RemoteError(c.Source, err))
 			}
 			// As Flux: a wait that times out is reported, and the
 			// finalizer goes.

@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/targets"
 	"github.com/cozystack/cozy-aio/health"
 )
 
@@ -98,7 +99,7 @@ func summary(rep health.Report) string {
 
 // startWait starts an event-driven wait for refs in the target cluster
 // and returns at once.
-func (e *Engine) startWait(target *Clients, key waitKey, exprs []kustomize.CustomHealthCheck, refs []health.ObjectRef, timeout time.Duration) error {
+func (e *Engine) startWait(target *targets.Clients, key waitKey, exprs []kustomize.CustomHealthCheck, refs []health.ObjectRef, timeout time.Duration) error {
 	var checker *health.Checker
 	if len(exprs) > 0 {
 		hx := make([]health.Expr, len(exprs))
