@@ -45,6 +45,7 @@ import (
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/generator"
+	"github.com/cozystack/cozy-aio/engine/internal/kustomization"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
 	"github.com/cozystack/cozy-aio/engine/internal/sources"
 	"github.com/cozystack/cozy-aio/engine/internal/targets"
@@ -95,7 +96,7 @@ type Engine struct {
 	applyCache *apply.Cache
 	// helmCache answers Helm's existence checks from watches.
 	helmCache *helm.Cache
-	waits     waits
+	waits     localWaiter
 	pool      *shard.Pool
 	helm      helmWork
 	// clusters holds the clients of every cluster units deploy to: this
@@ -107,6 +108,9 @@ type Engine struct {
 	// generator reconciles the ArtifactGenerators and rebuilds their
 	// outputs (engine/internal/generator).
 	generator *generator.Reconciler
+	// kustomization applies Kustomizations
+	// (engine/internal/kustomization).
+	kustomization *kustomization.Reconciler
 	// sources reconciles the source kinds and rebuilds their artifacts
 	// (engine/internal/sources).
 	sources *sources.Sources
@@ -285,6 +289,12 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	}
 	e.finisher.Recorder = e.recorder
 	// The families, each with what it uses of the engine.
+	e.kustomization = kustomization.New(kustomization.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher,
+		Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log, Targets: e.targets,
+		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.readsConfigs, Enqueue: e.enqueue,
+		RunContext: func() context.Context { return *e.runCtx.Load() }, Managers: e.kustomizeManagers(),
+		ServiceAccount: e.serviceAccount}, kustomization.Options{Restricted: opts.Restricted,
+		AllowRemoteBases: opts.AllowRemoteBases, StrictSubstitutions: opts.StrictSubstitutions})
 	e.sources = sources.New(sources.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store, Finisher: e.finisher,
 		Graph: e.graph, Secret: e.secret, Dial: e.sourceDial(), Destinations: e.destinations(),
 		HelmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}), Stored: e.stored, SourceArtifact: e.sourceArtifact,
