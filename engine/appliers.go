@@ -1,20 +1,6 @@
 package engine
 
-import (
-	"fmt"
-	"sync"
-
-	"k8s.io/client-go/rest"
-
-	"github.com/cozystack/cozy-aio/apply"
-)
-
-// appliers holds one Applier per identity: the engine's own, and one per
-// tenant ServiceAccount, so the API server enforces that tenant's RBAC.
-type Appliers struct {
-	mu sync.Mutex
-	m  map[apply.ServiceAccount]*apply.Applier
-}
+import "github.com/cozystack/cozy-aio/engine/internal/targets"
 
 // serviceAccount returns the account a unit's objects are applied as: the
 // one it names, else in restricted mode the default account, else none
@@ -26,41 +12,11 @@ func (e *Engine) serviceAccount(name string) string {
 	return name
 }
 
-// fieldManagers are the field manager Kustomizations apply with and the
-// earlier ones handed over to it (apply.Options).
-type FieldManagers struct {
-	Name     string
-	HandOver []string
-}
-
 // kustomizeManagers are the field managers of Kustomizations' objects.
-func (e *Engine) kustomizeManagers() FieldManagers {
-	m := FieldManagers{Name: e.opts.KustomizeFieldManager}
+func (e *Engine) kustomizeManagers() targets.FieldManagers {
+	m := targets.FieldManagers{Name: e.opts.KustomizeFieldManager}
 	if e.opts.FieldManager != m.Name {
 		m.HandOver = []string{e.opts.FieldManager}
 	}
 	return m
-}
-
-// applierFor returns the Applier of a cluster (its rest.Config, and its
-// watch cache when it has one) for an identity.
-func (a *Appliers) ApplierFor(cfg *rest.Config, cache *apply.Cache, managers FieldManagers, namespace, serviceAccount string) (*apply.Applier, error) {
-	sa := apply.ServiceAccount{}
-	if serviceAccount != "" {
-		sa = apply.ServiceAccount{Namespace: namespace, Name: serviceAccount}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if ap, ok := a.m[sa]; ok {
-		return ap, nil
-	}
-	ap, err := apply.New(cfg, apply.Options{FieldManager: managers.Name, HandOver: managers.HandOver, Impersonate: sa, Cache: cache})
-	if err != nil {
-		return nil, fmt.Errorf("creating the applier for %v: %w", sa, err)
-	}
-	if a.m == nil {
-		a.m = map[apply.ServiceAccount]*apply.Applier{}
-	}
-	a.m[sa] = ap
-	return ap, nil
 }

@@ -21,7 +21,7 @@ import (
 
 // ErrCrossNamespace means restricted mode refused a reference to another
 // namespace.
-var ErrCrossNamespace = errors.New("cross-namespace references are disabled (restricted mode)")
+var ErrCrossNamespace = frame.ErrCrossNamespace
 
 // sourceArtifact resolves a unit's source reference to the artifact in the
 // store. The source is read from the shared cache and the artifact from the

@@ -28,6 +28,20 @@ const (
 // Dependencies from spec.dependsOn and from the annotation form one graph.
 const DependsOnAnnotation = frame.DependsOnAnnotation
 
+// Finalizer is set on objects whose deletion must clean up: a pruning
+// Kustomization deletes its inventory, as in Flux.
+const Finalizer = frame.Finalizer
+
+// UnusedImageReason is the reason of the Warning Event about an image
+// override (a Kustomization's spec.images) that matches no image of the
+// rendered objects.
+const UnusedImageReason = frame.UnusedImageReason
+
+// UnmatchedPatchReason is the reason of the Warning Event about a patch
+// (a Kustomization's spec.patches, a HelmRelease post-renderer's patches)
+// whose target selects no object.
+const UnmatchedPatchReason = frame.UnmatchedPatchReason
+
 // admit admits a unit (frame.Admission.Admit).
 func (e *Engine) admit(ctx context.Context, self frame.Ref, obj client.Object, deps []frame.Ref, src *frame.Ref, retry time.Duration) (frame.Outcome, bool) {
 	return e.admission.Admit(ctx, self, obj, deps, src, retry)

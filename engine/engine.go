@@ -43,11 +43,12 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
-	"github.com/cozystack/cozy-aio/engine/cluster"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/generator"
+	"github.com/cozystack/cozy-aio/engine/internal/kustomization"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
 	"github.com/cozystack/cozy-aio/engine/internal/sources"
+	"github.com/cozystack/cozy-aio/engine/internal/targets"
 	"github.com/cozystack/cozy-aio/shard"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/helmrepo"
@@ -91,22 +92,25 @@ type Engine struct {
 	// replicas coordinates with other engines; nil when alone.
 	replicas *replicas
 
-	appliers   Appliers
+	appliers   targets.Appliers
 	applyCache *apply.Cache
 	// helmCache answers Helm's existence checks from watches.
 	helmCache *helm.Cache
-	waits     waits
+	waits     localWaiter
 	pool      *shard.Pool
 	helm      helmWork
 	// clusters holds the clients of every cluster units deploy to: this
 	// one, and the remote ones of spec.kubeConfig.
-	clusters *cluster.Registry[*Clients]
+	targets  *targets.Targets
 	progress progress
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
 	// generator reconciles the ArtifactGenerators and rebuilds their
 	// outputs (engine/internal/generator).
 	generator *generator.Reconciler
+	// kustomization applies Kustomizations
+	// (engine/internal/kustomization).
+	kustomization *kustomization.Reconciler
 	// sources reconciles the source kinds and rebuilds their artifacts
 	// (engine/internal/sources).
 	sources *sources.Sources
@@ -237,7 +241,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	}
 	e.runCtx.Store(&contextBackground)
 	eng.Store(e)
-	if e.clusters, err = newClusterRegistry(e); err != nil {
+	if e.targets, err = targets.New(targets.Options{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(),
+		Local:  &targets.Clients{Cfg: cfg, Cache: applyCache, Helm: e.helmManager, Waiter: e.healthWaiter, Appliers: &e.appliers},
+		Remote: opts.RemoteClusters, Destinations: e.destinations(), HelmOptions: e.helmOptions}); err != nil {
 		return nil, err
 	}
 	e.helm.backoff = runtimectrl.GetDefaultRateLimiter()
@@ -265,7 +271,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		popts.Auto.Hysteresis = -1
 	}
 	e.pool = shard.NewPool(popts)
-	if err := registerClusters(registry, e.clusters); err != nil {
+	if err := registerClusters(registry, e.targets.Registry); err != nil {
 		return nil, err
 	}
 	if err := registerPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
@@ -283,6 +289,12 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	}
 	e.finisher.Recorder = e.recorder
 	// The families, each with what it uses of the engine.
+	e.kustomization = kustomization.New(kustomization.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher,
+		Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log, Targets: e.targets,
+		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.readsConfigs, Enqueue: e.enqueue,
+		RunContext: func() context.Context { return *e.runCtx.Load() }, Managers: e.kustomizeManagers(),
+		ServiceAccount: e.serviceAccount}, kustomization.Options{Restricted: opts.Restricted,
+		AllowRemoteBases: opts.AllowRemoteBases, StrictSubstitutions: opts.StrictSubstitutions})
 	e.sources = sources.New(sources.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store, Finisher: e.finisher,
 		Graph: e.graph, Secret: e.secret, Dial: e.sourceDial(), Destinations: e.destinations(),
 		HelmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}), Stored: e.stored, SourceArtifact: e.sourceArtifact,
@@ -297,7 +309,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupConfigWatches(e.kinds()); err != nil {
 		return nil, err
 	}
-	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.sweepClusters), e.generator.Extracts()}
+	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.targets.Sweep), e.generator.Extracts()}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
 	}

@@ -11,6 +11,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 
+	"github.com/cozystack/cozy-aio/engine/internal/kustomization"
 	"github.com/cozystack/cozy-aio/engine/internal/sources"
 )
 
@@ -34,7 +35,7 @@ var specFields = map[string]specFieldPolicy{
 			"decryption.provider", "decryption.secretRef", "kubeConfig",
 		},
 		check: func(spec reflect.Value) error {
-			return kustomizationUnsupported(&kustomizev1.Kustomization{Spec: spec.Interface().(kustomizev1.KustomizationSpec)})
+			return kustomization.Unsupported(&kustomizev1.Kustomization{Spec: spec.Interface().(kustomizev1.KustomizationSpec)})
 		},
 	},
 	helmv2.HelmReleaseKind: {

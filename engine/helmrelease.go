@@ -22,6 +22,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/targets"
 )
 
 // helmReleaseReconciler admits HelmReleases (gate, dependsOn, chart
@@ -133,7 +134,7 @@ func (e *Engine) tenantOf(obj client.Object) string {
 	// The releases of one remote cluster are one tenant, so that a
 	// cluster that is down holds at most its fair share of workers.
 	if hr, ok := obj.(*helmv2.HelmRelease); ok && hr.Spec.KubeConfig != nil {
-		return obj.GetNamespace() + "/" + KubeConfigName(hr.Spec.KubeConfig)
+		return obj.GetNamespace() + "/" + targets.KubeConfigName(hr.Spec.KubeConfig)
 	}
 	return obj.GetNamespace()
 }
@@ -208,7 +209,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if err != nil {
 		return frame.Failed("ValuesError", err)
 	}
-	mgr, remote, out, ok := e.helmManagerOf(ctx, obj, self)
+	mgr, remote, out, ok := e.targets.HelmManagerOf(ctx, obj, self)
 	if !ok {
 		return out
 	}
@@ -257,7 +258,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		res, err = mgr.Reconcile(ctx, rel, opts, state)
 	}
 	stopProgress()
-	err = RemoteError(remote, err)
+	err = targets.RemoteError(remote, err)
 	e.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
 	setTestCondition(obj, res, rel)
@@ -479,14 +480,14 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (
 		return 0, client.IgnoreNotFound(err)
 	}
 	if !obj.Spec.Suspend && releaseRecorded(obj) {
-		c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
-		if KubeConfigGone(obj.Spec.KubeConfig, err) {
+		c, err := e.targets.Registry.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
+		if targets.KubeConfigGone(obj.Spec.KubeConfig, err) {
 			// As helm-controller: without its kubeconfig the release
 			// cannot be uninstalled; the finalizer goes, and the Event
 			// says what may be left behind.
 			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, string(helmv2.ActionHelmUninstall),
 				"skipped the uninstall of release %s/%s: spec.kubeConfig %s is gone (%v); its objects may be left in the remote cluster",
-				obj.GetReleaseNamespace(), releaseName(obj), KubeConfigName(obj.Spec.KubeConfig), err)
+				obj.GetReleaseNamespace(), releaseName(obj), targets.KubeConfigName(obj.Spec.KubeConfig), err)
 			return 0, e.releaseFinalizer(ctx, obj, self)
 		}
 		if err != nil {
@@ -500,7 +501,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
 		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {
-			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: uninstalling on deletion: %w", self, RemoteError(c.Source, err)))
+			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: uninstalling on deletion: %w", self, targets.RemoteError(c.Source, err)))
 		}
 	}
 	return 0, e.releaseFinalizer(ctx, obj, self)

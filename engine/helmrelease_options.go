@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -21,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/resid"
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
@@ -141,7 +139,7 @@ func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]an
 		Uninstall:                   uninstallOptions(obj),
 	}
 	for _, r := range obj.GetDriftDetection().Ignore {
-		o.DriftIgnore = append(o.DriftIgnore, ignoreRule(r.Paths, r.Target))
+		o.DriftIgnore = append(o.DriftIgnore, frame.IgnoreRule(r.Paths, r.Target))
 	}
 	switch obj.GetDriftDetection().Mode {
 	case helmv2.DriftDetectionEnabled:
@@ -464,7 +462,7 @@ func postRender(obj *helmv2.HelmRelease) helm.PostRender {
 		}
 		var k helm.KustomizeOverlay
 		for _, patch := range r.Kustomize.Patches {
-			k.Patches = append(k.Patches, kusttypes.Patch{Patch: patch.Patch, Target: kustSelector(patch.Target)})
+			k.Patches = append(k.Patches, kusttypes.Patch{Patch: patch.Patch, Target: frame.KustomizeSelector(patch.Target)})
 		}
 		for _, img := range r.Kustomize.Images {
 			k.Images = append(k.Images, kusttypes.Image{Name: img.Name, NewName: img.NewName, NewTag: img.NewTag, Digest: img.Digest})
@@ -497,7 +495,7 @@ func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self frame.Ref) func
 		patches := obj.Spec.PostRenderers[i].Kustomize.Patches
 		targets := make([]*kusttypes.Selector, len(patches))
 		for j, p := range patches {
-			targets[j] = kustSelector(p.Target)
+			targets[j] = frame.KustomizeSelector(p.Target)
 		}
 		idx, err := apply.UnmatchedTargets(in, targets)
 		if err != nil {
@@ -506,7 +504,7 @@ func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self frame.Ref) func
 		for _, j := range idx {
 			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnmatchedPatchReason, "Reconcile",
 				"%s: spec.postRenderers[%d].kustomize.patches[%d] target %s matches no object, the patch has no effect",
-				self, i, j, describeSelector(patches[j].Target))
+				self, i, j, frame.DescribeSelector(patches[j].Target))
 		}
 		images := obj.Spec.PostRenderers[i].Kustomize.Images
 		if len(images) == 0 {
@@ -521,21 +519,6 @@ func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self frame.Ref) func
 				"%s: spec.postRenderers[%d].kustomize.images[%d] %q matches no image of the rendered objects, the override has no effect",
 				self, i, j, images[j].Name)
 		}
-	}
-}
-
-func kustSelector(s *kustomize.Selector) *kusttypes.Selector {
-	if s == nil {
-		return nil
-	}
-	return &kusttypes.Selector{
-		ResId: resid.ResId{
-			Gvk:       resid.Gvk{Group: s.Group, Version: s.Version, Kind: s.Kind},
-			Name:      s.Name,
-			Namespace: s.Namespace,
-		},
-		AnnotationSelector: s.AnnotationSelector,
-		LabelSelector:      s.LabelSelector,
 	}
 }
 

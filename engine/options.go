@@ -14,6 +14,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
+	"github.com/cozystack/cozy-aio/engine/internal/targets"
 )
 
 // DefaultKustomizeFieldManager is Options.KustomizeFieldManager's default:
@@ -296,26 +297,7 @@ func ownNamespace() string {
 
 // RemoteClusterOptions configures the clients of the remote clusters that
 // HelmReleases reach through spec.kubeConfig. The zero value works.
-type RemoteClusterOptions struct {
-	// AllowExec lets kubeconfigs run exec plugins. Default: false, refused.
-	AllowExec bool
-	// AllowInsecureTLS lets kubeconfigs set insecure-skip-tls-verify.
-	// Default: false, refused.
-	AllowInsecureTLS bool
-	// IdleAfter is how long a remote cluster no reconcile used keeps its
-	// clients and connections. Default: 10 minutes.
-	IdleAfter time.Duration
-	// MaxClusters caps the remote clusters whose clients (and their
-	// discovery and metadata caches) are held at once; the least recently
-	// used idle ones go first. Default: 512.
-	MaxClusters int
-	// AllowWorkloadIdentity lets kubeConfig ConfigMaps of the generic
-	// provider have the engine mint tokens of their namespace's
-	// ServiceAccounts and send them to the ConfigMap's address. Default:
-	// false: such objects stall naming the flag. Flux: the
-	// ObjectLevelWorkloadIdentity feature gate, off by default.
-	AllowWorkloadIdentity bool
-}
+type RemoteClusterOptions = targets.RemoteOptions
 
 // DestinationOptions adjusts the destination policy that every address a
 // tenant chooses passes: remote clusters' servers, generic providers'

@@ -2,6 +2,7 @@ package frame
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -84,6 +85,10 @@ func Dependencies(kind string, obj client.Object, specDeps []meta.DependencyRefe
 	}
 	return out, nil
 }
+
+// ErrCrossNamespace means restricted mode refused a reference to another
+// namespace.
+var ErrCrossNamespace = errors.New("cross-namespace references are disabled (restricted mode)")
 
 // Admission admits units whose gate is open and whose dependencies are
 // Ready, over the dependsOn graph; a dependency that becomes ready wakes

@@ -1,4 +1,4 @@
-package engine
+package kustomization
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 // files that secretGenerators and patches read are decrypted in the
 // extracted copy (tmp) before the build, and the returned hook decrypts
 // the rendered objects after it, before substitution.
-func (r *kustomizationReconciler) decryption(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, tmp, dir string) (func(*unstructured.Unstructured) (bool, error), frame.Outcome, bool) {
+func (r *Reconciler) decryption(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, tmp, dir string) (func(*unstructured.Unstructured) (bool, error), frame.Outcome, bool) {
 	d, out, ok := r.decryptor(ctx, obj, self)
 	if !ok {
 		return nil, out, false
@@ -43,14 +43,14 @@ func (r *kustomizationReconciler) decryption(ctx context.Context, obj *kustomize
 // Kustomization without a secretRef gets a decryptor without identities,
 // which opens nothing: cozy-aio never decrypts with keys of its own
 // environment.
-func (r *kustomizationReconciler) decryptor(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) (*decrypt.Decryptor, frame.Outcome, bool) {
+func (r *Reconciler) decryptor(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) (*decrypt.Decryptor, frame.Outcome, bool) {
 	var data map[string][]byte
 	name := "spec.decryption.secretRef"
 	if ref := obj.Spec.Decryption.SecretRef; ref != nil {
 		key := client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}
 		name = fmt.Sprintf("Secret/%s/%s", key.Namespace, key.Name)
 		var s corev1.Secret
-		if err := r.e.mgr.GetClient().Get(ctx, key, &s); err != nil {
+		if err := r.deps.Client.Get(ctx, key, &s); err != nil {
 			return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption %s: %w", self, name, err)).At(string(kustomizev1.ActionDecrypt)), false
 		}
 		data = s.Data
@@ -66,7 +66,7 @@ func (r *kustomizationReconciler) decryptor(ctx context.Context, obj *kustomizev
 // a document only other key types open, a build failure otherwise.
 func decryptFailed(self frame.Ref, err error) frame.Outcome {
 	if uk := (*decrypt.UnsupportedKeyError)(nil); errors.As(err, &uk) {
-		return frame.Stalled(UnsupportedFieldReason, fmt.Errorf("%s: spec.decryption: %w", self, err)).At(string(kustomizev1.ActionDecrypt))
+		return frame.Stalled(frame.UnsupportedFieldReason, fmt.Errorf("%s: spec.decryption: %w", self, err)).At(string(kustomizev1.ActionDecrypt))
 	}
 	return frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: decryption failed: %w", self, err)).At(string(kustomizev1.ActionDecrypt))
 }

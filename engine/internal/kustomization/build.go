@@ -1,15 +1,13 @@
-package engine
+package kustomization
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	"github.com/fluxcd/pkg/ssa/normalize"
@@ -26,27 +24,16 @@ import (
 	"github.com/cozystack/cozy-aio/source"
 )
 
-// UnusedImageReason is the reason of the Warning Event about an image
-// override (a Kustomization's spec.images) that matches no image of the
-// rendered objects.
-const UnusedImageReason = "UnusedImageOverride"
-
-// UnmatchedPatchReason is the reason of the Warning Event about a patch
-// (a Kustomization's spec.patches, a HelmRelease post-renderer's patches)
-// whose target selects no object.
-const UnmatchedPatchReason = "UnmatchedPatchTarget"
-
 // build extracts the artifact, builds spec.path with kustomize and Flux's
 // overlay of the spec, substitutes post-build variables and sets the
 // common metadata, in kustomize-controller's order.
-func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, art source.Artifact) ([]*unstructured.Unstructured, frame.Outcome, bool) {
-	e := r.e
+func (r *Reconciler) build(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, art source.Artifact) ([]*unstructured.Unstructured, frame.Outcome, bool) {
 	tmp, err := os.MkdirTemp("", "cozy-build-")
 	if err != nil {
 		return nil, frame.Failed(meta.BuildFailedReason, err), false
 	}
 	defer os.RemoveAll(tmp)
-	if err := e.store.Extract(ctx, art, tmp, source.ExtractOptions{}); err != nil {
+	if err := r.deps.Store.Extract(ctx, art, tmp, source.ExtractOptions{}); err != nil {
 		return nil, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: extracting artifact %s: %w", self, art.Revision, err)), false
 	}
 	dir, err := securejoin.SecureJoin(tmp, obj.Spec.Path)
@@ -68,7 +55,7 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	if _, err := fluxkustomize.NewGenerator(tmp, unstructured.Unstructured{Object: spec}).WriteFile(dir); err != nil {
 		return nil, frame.Failed(meta.BuildFailedReason, fmt.Errorf("%s: generating the kustomization: %w", self, relPaths(err, tmp))), false
 	}
-	bopts := apply.BuildOptions{Root: tmp, AllowRemoteBases: e.opts.AllowRemoteBases && !e.opts.Restricted}
+	bopts := apply.BuildOptions{Root: tmp, AllowRemoteBases: r.opts.AllowRemoteBases && !r.opts.Restricted}
 	if obj.Spec.Decryption != nil {
 		hook, out, ok := r.decryption(ctx, obj, self, tmp, dir)
 		if !ok {
@@ -83,7 +70,7 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 		}
 		bopts.Substitute = &apply.SubstituteOptions{
 			Vars:   vars,
-			Strict: e.opts.StrictSubstitutions,
+			Strict: r.opts.StrictSubstitutions,
 			Always: obj.GetSubstituteStrategy() == kustomizev1.SubstituteStrategyAlways,
 		}
 	}
@@ -97,7 +84,7 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 	for _, i := range apply.UnusedImages(objs, obj.Spec.Images) {
 		// kustomize ignores an override that matches nothing; a warning
 		// tells, and the build goes on.
-		e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnusedImageReason, "Reconcile",
+		r.deps.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, frame.UnusedImageReason, "Reconcile",
 			"%s: spec.images[%d] %q matches no image of the rendered objects, the override has no effect", self, i, obj.Spec.Images[i].Name)
 	}
 	r.warnUnmatchedPatches(ctx, obj, self, dir, bopts)
@@ -108,11 +95,11 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 				self, health.RefOf(o))), false
 		}
 	}
-	if e.opts.Restricted {
+	if r.opts.Restricted {
 		for _, o := range objs {
 			if o.GetNamespace() != "" && o.GetNamespace() != obj.Namespace && obj.Spec.TargetNamespace == "" {
 				return nil, frame.Stalled(meta.BuildFailedReason, fmt.Errorf("%s: object %s/%s/%s is in another namespace: %w",
-					self, o.GetKind(), o.GetNamespace(), o.GetName(), ErrCrossNamespace)), false
+					self, o.GetKind(), o.GetNamespace(), o.GetName(), frame.ErrCrossNamespace)), false
 			}
 		}
 	}
@@ -134,33 +121,21 @@ func (r *kustomizationReconciler) build(ctx context.Context, obj *kustomizev1.Ku
 // warnUnmatchedPatches records a Warning Event for each spec.patches
 // entry whose target selects no object: kustomize (and Flux) apply it to
 // nothing and say nothing, so the build goes on as Flux's would.
-func (r *kustomizationReconciler) warnUnmatchedPatches(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, dir string, bopts apply.BuildOptions) {
+func (r *Reconciler) warnUnmatchedPatches(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref, dir string, bopts apply.BuildOptions) {
 	targets := make([]*kusttypes.Selector, len(obj.Spec.Patches))
 	for i, p := range obj.Spec.Patches {
-		targets[i] = kustSelector(p.Target)
+		targets[i] = frame.KustomizeSelector(p.Target)
 	}
 	bopts.Decrypt, bopts.Substitute = nil, nil
 	idx, err := apply.UnmatchedPatchTargets(ctx, dir, bopts, targets)
 	if err != nil {
-		r.e.log().V(1).Info("checking patch targets", "kustomization", self.String(), "error", err.Error())
+		r.deps.Logger().V(1).Info("checking patch targets", "kustomization", self.String(), "error", err.Error())
 		return
 	}
 	for _, i := range idx {
-		r.e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnmatchedPatchReason, "Reconcile",
-			"%s: spec.patches[%d] target %s matches no object, the patch has no effect", self, i, describeSelector(obj.Spec.Patches[i].Target))
+		r.deps.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, frame.UnmatchedPatchReason, "Reconcile",
+			"%s: spec.patches[%d] target %s matches no object, the patch has no effect", self, i, frame.DescribeSelector(obj.Spec.Patches[i].Target))
 	}
-}
-
-// describeSelector writes a patch target as a user wrote it.
-func describeSelector(s *kustomize.Selector) string {
-	var parts []string
-	for _, kv := range [][2]string{{"group", s.Group}, {"version", s.Version}, {"kind", s.Kind}, {"name", s.Name},
-		{"namespace", s.Namespace}, {"labelSelector", s.LabelSelector}, {"annotationSelector", s.AnnotationSelector}} {
-		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+strconv.Quote(kv[1]))
-		}
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // relPaths hides the temporary directory in build errors, so that they
@@ -171,7 +146,7 @@ func relPaths(err error, tmp string) error {
 
 // substitutions merges postBuild.substituteFrom (in order) and then
 // postBuild.substitute, later values winning.
-func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) (map[string]string, error) {
+func (r *Reconciler) substitutions(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) (map[string]string, error) {
 	vars := map[string]string{}
 	for _, ref := range obj.Spec.PostBuild.SubstituteFrom {
 		key := client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}
@@ -179,7 +154,7 @@ func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustom
 		switch ref.Kind {
 		case "ConfigMap":
 			var cm corev1.ConfigMap
-			if err := r.e.mgr.GetClient().Get(ctx, key, &cm); err != nil {
+			if err := r.deps.Client.Get(ctx, key, &cm); err != nil {
 				if ref.Optional && client.IgnoreNotFound(err) == nil {
 					continue
 				}
@@ -188,7 +163,7 @@ func (r *kustomizationReconciler) substitutions(ctx context.Context, obj *kustom
 			data = cm.Data
 		case "Secret":
 			var s corev1.Secret
-			if err := r.e.mgr.GetClient().Get(ctx, key, &s); err != nil {
+			if err := r.deps.Client.Get(ctx, key, &s); err != nil {
 				if ref.Optional && client.IgnoreNotFound(err) == nil {
 					continue
 				}

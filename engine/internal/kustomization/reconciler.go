@@ -1,12 +1,15 @@
-package engine
+package kustomization
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/cozystack/cozy-aio/source"
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	corev1 "k8s.io/api/core/v1"
@@ -18,30 +21,78 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/targets"
 	"github.com/cozystack/cozy-aio/health"
 )
 
-// Finalizer is set on objects whose deletion must clean up: a pruning
-// Kustomization deletes its inventory, as in Flux.
-const Finalizer = frame.Finalizer
+// Options are the engine's options Kustomizations follow.
+type Options struct {
+	// Restricted refuses cross-namespace references.
+	Restricted bool
+	// AllowRemoteBases lets kustomize fetch remote bases.
+	AllowRemoteBases bool
+	// StrictSubstitutions fails a post-build substitution of an unset
+	// variable without a default.
+	StrictSubstitutions bool
+}
 
-type kustomizationReconciler struct{ e *Engine }
+// Deps is what Kustomizations use of the engine.
+type Deps struct {
+	// Client reads and writes through the engine's cache.
+	Client client.Client
+	// Store keeps the artifacts the Kustomizations build.
+	Store *source.Store
+	// Finisher writes each reconcile's outcome; Admission admits a unit
+	// over the Graph.
+	Finisher  *frame.Finisher
+	Admission *frame.Admission
+	Graph     *frame.Graph
+	// Recorder records the change-set Events.
+	Recorder recorder.EventRecorder
+	// Logger is the engine's logger.
+	Logger func() logr.Logger
+	// Targets are the clusters a Kustomization applies to.
+	Targets *targets.Targets
+	// SourceArtifact resolves the source's artifact.
+	SourceArtifact func(ctx context.Context, self frame.Ref, kind, namespace, name string) (source.Artifact, frame.Outcome, bool)
+	// ReadsConfigs records the ConfigMaps and Secrets a unit reads (nil
+	// obj: none any more), whose changes reconcile it.
+	ReadsConfigs func(self frame.Ref, obj client.Object)
+	// Enqueue asks for a reconcile of a unit; RunContext is the context
+	// health waits live in.
+	Enqueue    func(frame.Ref)
+	RunContext func() context.Context
+	// Managers are the field managers Kustomizations apply with.
+	Managers targets.FieldManagers
+	// ServiceAccount returns the account a unit's objects are applied as.
+	ServiceAccount func(name string) string
+}
 
-func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	e := r.e
+// Reconciler applies Kustomizations as kustomize-controller does: build,
+// substitute, decrypt, server-side apply in stages, prune, wait.
+type Reconciler struct {
+	deps  Deps
+	opts  Options
+	waits waits
+}
+
+// New returns the Kustomization reconciler.
+func New(d Deps, o Options) *Reconciler { return &Reconciler{deps: d, opts: o} }
+
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &kustomizev1.Kustomization{}
-	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.deps.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			e.readsConfigs(frame.Ref{Kind: kustomizev1.KustomizationKind, Namespace: req.Namespace, Name: req.Name}, nil)
+			r.deps.ReadsConfigs(frame.Ref{Kind: kustomizev1.KustomizationKind, Namespace: req.Namespace, Name: req.Name}, nil)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	self := frame.Ref{Kind: kustomizev1.KustomizationKind, Namespace: obj.Namespace, Name: obj.Name}
 	if !obj.DeletionTimestamp.IsZero() {
-		e.readsConfigs(self, nil)
+		r.deps.ReadsConfigs(self, nil)
 		return ctrl.Result{}, r.finalize(ctx, obj, self)
 	}
-	e.readsConfigs(self, obj)
+	r.deps.ReadsConfigs(self, obj)
 	if obj.Spec.Suspend {
 		return ctrl.Result{}, nil
 	}
@@ -53,14 +104,13 @@ func (r *kustomizationReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	out := r.reconcile(ctx, obj, self)
 	obj.Status.ObservedGeneration = obj.Generation
 	obj.Status.LastHandledReconcileAt = frame.HandledRequest(obj)
-	return e.finish(ctx, kustomizev1.KustomizationKind, obj, orig, start, out,
+	return r.deps.Finisher.Finish(ctx, kustomizev1.KustomizationKind, obj, orig, start, out,
 		frame.Timing{Interval: obj.GetRequeueAfter(), Retry: obj.GetRetryInterval()})
 }
 
-func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) frame.Outcome {
-	e := r.e
-	if err := kustomizationUnsupported(obj); err != nil {
-		return frame.Stalled(UnsupportedFieldReason, err)
+func (r *Reconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) frame.Outcome {
+	if err := Unsupported(obj); err != nil {
+		return frame.Stalled(frame.UnsupportedFieldReason, err)
 	}
 	if err := frame.CheckExpressions(obj); err != nil {
 		return frame.Stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
@@ -70,16 +120,16 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 		return frame.Stalled(meta.DependencyNotReadyReason, err)
 	}
 	src := frame.SourceRefOf(self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
-	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRetryInterval()); !ok {
+	if out, ok := r.deps.Admission.Admit(ctx, self, obj, deps, &src, obj.GetRetryInterval()); !ok {
 		return out
 	}
-	art, out, ok := e.sourceArtifact(ctx, self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
+	art, out, ok := r.deps.SourceArtifact(ctx, self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
 	if !ok {
 		return out
 	}
 	obj.Status.LastAttemptedRevision = art.Revision
 	key := waitKey{ref: self, generation: obj.Generation, revision: art.Revision}
-	if out, pending := e.waits.outcome(key); pending {
+	if out, pending := r.waits.outcome(key); pending {
 		if out.Reason != "" {
 			obj.Status.LastAppliedRevision = revisionIfReady(out, art.Revision, obj.Status.LastAppliedRevision)
 		}
@@ -89,11 +139,11 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	if !ok {
 		return out
 	}
-	target, out, ok := e.clusterOf(ctx, obj.Namespace, obj.Spec.KubeConfig, self)
+	target, out, ok := r.deps.Targets.ClusterOf(ctx, obj.Namespace, obj.Spec.KubeConfig, self)
 	if !ok {
 		return out
 	}
-	applier, err := target.Value.ApplierFor(e.kustomizeManagers(), obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+	applier, err := target.Value.ApplierFor(r.deps.Managers, obj.Namespace, r.deps.ServiceAccount(obj.Spec.ServiceAccountName))
 	if err != nil {
 		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err))
 	}
@@ -105,7 +155,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout(),
 		Ignore: ignoreRules(obj.Spec.Ignore)})
 	if err != nil {
-		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, RemoteError(target.Source, err)))
+		return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, targets.RemoteError(target.Source, err)))
 	}
 	r.changeSetEvent(obj, kustomizev1.ActionApply, cs.Log(false))
 	next := cs.Inventory()
@@ -115,7 +165,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 		r.changeSetEvent(obj, kustomizev1.ActionPrune, pruned.Log(true))
 		if err != nil {
 			obj.Status.Inventory = toFluxInventory(next)
-			return frame.Failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, RemoteError(target.Source, err)))
+			return frame.Failed(meta.PruneFailedReason, fmt.Errorf("%s: %w", self, targets.RemoteError(target.Source, err)))
 		}
 	}
 	obj.Status.Inventory = toFluxInventory(next)
@@ -124,7 +174,7 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 		obj.Status.LastAppliedRevision = art.Revision
 		return frame.Succeeded("Applied revision: %s", art.Revision)
 	}
-	if err := e.startWait(target.Value, key, obj.Spec.HealthCheckExprs, checks, obj.GetTimeout()); err != nil {
+	if err := r.startWait(target.Value, key, obj.Spec.HealthCheckExprs, checks, obj.GetTimeout()); err != nil {
 		return frame.Stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err))
 	}
 	return frame.Waiting(meta.ProgressingReason, fmt.Sprintf("Applied revision %s; waiting for %d objects to become ready", art.Revision, len(checks)), 0)
@@ -135,9 +185,9 @@ func (r *kustomizationReconciler) reconcile(ctx context.Context, obj *kustomizev
 // the reason Ready has while a reconcile is in progress (Progressing, which
 // commit status providers skip), and one line per object. Nothing when
 // nothing changed.
-func (r *kustomizationReconciler) changeSetEvent(obj *kustomizev1.Kustomization, action kustomizev1.Action, log string) {
+func (r *Reconciler) changeSetEvent(obj *kustomizev1.Kustomization, action kustomizev1.Action, log string) {
 	if log != "" {
-		r.e.recorder.Eventf(obj, nil, corev1.EventTypeNormal, meta.ProgressingReason, string(action), "%s", log)
+		r.deps.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, meta.ProgressingReason, string(action), "%s", log)
 	}
 }
 
@@ -148,37 +198,36 @@ func revisionIfReady(out frame.Outcome, rev, prev string) string {
 	return prev
 }
 
-func (r *kustomizationReconciler) ensureFinalizer(ctx context.Context, obj *kustomizev1.Kustomization) error {
-	if !deletesOnFinalize(obj) || controllerutil.ContainsFinalizer(obj, Finalizer) {
+func (r *Reconciler) ensureFinalizer(ctx context.Context, obj *kustomizev1.Kustomization) error {
+	if !deletesOnFinalize(obj) || controllerutil.ContainsFinalizer(obj, frame.Finalizer) {
 		return nil
 	}
 	patch := client.MergeFrom(obj.DeepCopy())
-	controllerutil.AddFinalizer(obj, Finalizer)
-	return r.e.mgr.GetClient().Patch(ctx, obj, patch)
+	controllerutil.AddFinalizer(obj, frame.Finalizer)
+	return r.deps.Client.Patch(ctx, obj, patch)
 }
 
 // finalize prunes a deleted Kustomization's inventory, then lets it go.
-func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) error {
-	e := r.e
-	e.graph.Remove(self)
-	e.waits.forget(self)
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+func (r *Reconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomization, self frame.Ref) error {
+	r.deps.Graph.Remove(self)
+	r.waits.forget(self)
+	if !controllerutil.ContainsFinalizer(obj, frame.Finalizer) {
 		return nil
 	}
 	if deletesOnFinalize(obj) && !obj.Spec.Suspend && obj.Status.Inventory != nil {
-		c, err := e.clusters.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
-		if KubeConfigGone(obj.Spec.KubeConfig, err) {
+		c, err := r.deps.Targets.Registry.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
+		if targets.KubeConfigGone(obj.Spec.KubeConfig, err) {
 			// Without its kubeconfig nothing can be pruned: the finalizer
 			// goes, and the Event says what may be left behind.
-			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.PruneFailedReason, "Finalize",
+			r.deps.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.PruneFailedReason, "Finalize",
 				"%s: skipped the garbage collection of %d objects: spec.kubeConfig %s is gone (%v); they may be left in the remote cluster",
-				self, len(obj.Status.Inventory.Entries), KubeConfigName(obj.Spec.KubeConfig), err)
+				self, len(obj.Status.Inventory.Entries), targets.KubeConfigName(obj.Spec.KubeConfig), err)
 			return r.removeFinalizer(ctx, obj)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: spec.kubeConfig: %w", self, err)
 		}
-		applier, err := c.Value.ApplierFor(e.kustomizeManagers(), obj.Namespace, e.serviceAccount(obj.Spec.ServiceAccountName))
+		applier, err := c.Value.ApplierFor(r.deps.Managers, obj.Namespace, r.deps.ServiceAccount(obj.Spec.ServiceAccountName))
 		if err != nil {
 			return err
 		}
@@ -189,20 +238,20 @@ func (r *kustomizationReconciler) finalize(ctx context.Context, obj *kustomizev1
 		}
 		if _, err := applier.Prune(ctx, inventoryOf(obj.Status.Inventory).Entries, opts); err != nil {
 			if opts.WaitTimeout == 0 {
-				return fmt.Errorf("%s: pruning on deletion: %w", self, RemoteError(c.Source, err))
+				return fmt.Errorf("%s: pruning on deletion: %w", self, targets.RemoteError(c.Source, err))
 			}
 			// As Flux: a wait that times out is reported, and the
 			// finalizer goes.
-			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.PruneFailedReason, "Finalize", "%s: failed to wait for resources termination: %v", self, err)
+			r.deps.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.PruneFailedReason, "Finalize", "%s: failed to wait for resources termination: %v", self, err)
 		}
 	}
 	return r.removeFinalizer(ctx, obj)
 }
 
-func (r *kustomizationReconciler) removeFinalizer(ctx context.Context, obj *kustomizev1.Kustomization) error {
+func (r *Reconciler) removeFinalizer(ctx context.Context, obj *kustomizev1.Kustomization) error {
 	patch := client.MergeFrom(obj.DeepCopy())
-	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := r.e.mgr.GetClient().Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+	controllerutil.RemoveFinalizer(obj, frame.Finalizer)
+	if err := r.deps.Client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil
@@ -210,7 +259,7 @@ func (r *kustomizationReconciler) removeFinalizer(ctx context.Context, obj *kust
 
 // healthChecks lists what to wait for: every applied object with
 // spec.wait, else spec.healthChecks.
-func (r *kustomizationReconciler) healthChecks(obj *kustomizev1.Kustomization, inv apply.Inventory) []health.ObjectRef {
+func (r *Reconciler) healthChecks(obj *kustomizev1.Kustomization, inv apply.Inventory) []health.ObjectRef {
 	if obj.Spec.Wait {
 		return inv.Entries
 	}
@@ -239,7 +288,7 @@ func deletesOnFinalize(obj *kustomizev1.Kustomization) bool {
 	return false
 }
 
-func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
+func Unsupported(obj *kustomizev1.Kustomization) error {
 	return frame.Unsupported(kustomizev1.KustomizationKind,
 		// Cloud KMS workload identity; the keys of the Secret are age.
 		frame.FieldCheck{Path: "spec.decryption.serviceAccountName", Set: obj.Spec.Decryption != nil && obj.Spec.Decryption.ServiceAccountName != ""},
@@ -250,17 +299,7 @@ func kustomizationUnsupported(obj *kustomizev1.Kustomization) error {
 func ignoreRules(rules []kustomizev1.IgnoreRule) []jsondiff.IgnoreRule {
 	var out []jsondiff.IgnoreRule
 	for _, r := range rules {
-		out = append(out, ignoreRule(r.Paths, r.Target))
+		out = append(out, frame.IgnoreRule(r.Paths, r.Target))
 	}
 	return out
-}
-
-// ignoreRule is one rule of spec.ignore or spec.driftDetection.ignore.
-func ignoreRule(paths []string, t *kustomize.Selector) jsondiff.IgnoreRule {
-	rule := jsondiff.IgnoreRule{Paths: paths}
-	if t != nil {
-		rule.Selector = &jsondiff.Selector{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name,
-			Namespace: t.Namespace, AnnotationSelector: t.AnnotationSelector, LabelSelector: t.LabelSelector}
-	}
-	return rule
 }
