@@ -243,7 +243,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	eng.Store(e)
 	if e.targets, err = targets.New(targets.Options{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(),
 		Local:  &targets.Clients{Cfg: cfg, Cache: applyCache, Helm: e.helmManager, Waiter: e.healthWaiter, Appliers: &e.appliers},
-		Remote: opts.RemoteClusters, Destinations: e.destinations(), HelmOptions: e.helmOptions}); err != nil {
+		Remote: opts.RemoteClusters, Destinations: e.destinations(), HelmOptions: e.managerOptions}); err != nil {
 		return nil, err
 	}
 	e.helm.backoff = runtimectrl.GetDefaultRateLimiter()

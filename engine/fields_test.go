@@ -58,7 +58,7 @@ var specFields = map[string]specFieldPolicy{
 			"uninstall", "driftDetection", "waitStrategy", "test", "kubeConfig",
 		},
 		check: func(spec reflect.Value) error {
-			return helmReleaseUnsupported(&helmv2.HelmRelease{Spec: spec.Interface().(helmv2.HelmReleaseSpec)})
+			return Unsupported(&helmv2.HelmRelease{Spec: spec.Interface().(helmv2.HelmReleaseSpec)})
 		},
 	},
 	sourcev1.GitRepositoryKind: {

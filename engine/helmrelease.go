@@ -29,9 +29,9 @@ import (
 // source) on a controller worker and hands the Helm work to the tenant's
 // shard: a long install never holds a controller worker, and one tenant's
 // releases cannot starve another's.
-type helmReleaseReconciler struct{ e *Engine }
+type Reconciler struct{ e *Engine }
 
-func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	e := r.e
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
@@ -94,9 +94,9 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // admit runs the checks that need no Helm: unsupported fields, the gate,
 // dependencies and the chart's source.
-func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
+func (r *Reconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
 	e := r.e
-	if err := helmReleaseUnsupported(obj); err != nil {
+	if err := Unsupported(obj); err != nil {
 		return frame.Stalled(UnsupportedFieldReason, err), false
 	}
 	kind, ns, name, ok := chartSourceOf(obj)
@@ -155,7 +155,7 @@ func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self frame.Ref, work func
 
 // release does the Helm work for one HelmRelease, on a shard worker. It
 // reads the object afresh, so queued work always acts on the latest spec.
-func (r *helmReleaseReconciler) release(ctx context.Context, self frame.Ref) (time.Duration, error) {
+func (r *Reconciler) release(ctx context.Context, self frame.Ref) (time.Duration, error) {
 	e := r.e
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
@@ -192,7 +192,7 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self frame.Ref) (ti
 	return res.RequeueAfter, err
 }
 
-func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) frame.Outcome {
+func (r *Reconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) frame.Outcome {
 	e := r.e
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
@@ -218,7 +218,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: chart artifact %s: %w", self, art.Revision, err))
 	}
 	defer cleanup()
-	opts := helmOptions(obj, chartPath, values)
+	opts := reconcileOptions(obj, chartPath, values)
 	opts.PostRender.Rendered = e.warnPostRenderers(obj, self)
 	var stopProgress func()
 	opts.Starting, stopProgress = e.actionProgress(ctx, obj, self)
@@ -235,7 +235,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		state = helm.State{}
 	}
 	rel := helm.Release{
-		Name: releaseName(obj), Namespace: obj.GetReleaseNamespace(),
+		Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace(),
 		StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 		ServiceAccountNamespace: obj.Namespace,
 	}
@@ -473,7 +473,7 @@ func stalledMessage(prev []metav1.Condition, self frame.Ref, next helm.Next) str
 }
 
 // uninstall removes a deleted HelmRelease's release, then its finalizer.
-func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (time.Duration, error) {
+func (r *Reconciler) uninstall(ctx context.Context, self frame.Ref) (time.Duration, error) {
 	e := r.e
 	obj := &helmv2.HelmRelease{}
 	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
@@ -487,7 +487,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (
 			// says what may be left behind.
 			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, string(helmv2.ActionHelmUninstall),
 				"skipped the uninstall of release %s/%s: spec.kubeConfig %s is gone (%v); its objects may be left in the remote cluster",
-				obj.GetReleaseNamespace(), releaseName(obj), targets.KubeConfigName(obj.Spec.KubeConfig), err)
+				obj.GetReleaseNamespace(), ReleaseName(obj), targets.KubeConfigName(obj.Spec.KubeConfig), err)
 			return 0, e.releaseFinalizer(ctx, obj, self)
 		}
 		if err != nil {
@@ -497,7 +497,7 @@ func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (
 		if err != nil {
 			return 0, e.uninstallFailed(ctx, obj, err)
 		}
-		rel := helm.Release{Name: releaseName(obj), Namespace: obj.GetReleaseNamespace(),
+		rel := helm.Release{Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace(),
 			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
 		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {

@@ -26,7 +26,7 @@ import (
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
-func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
+func Unsupported(obj *helmv2.HelmRelease) error {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
 	var tpl helmv2.HelmChartTemplate
 	if obj.Spec.Chart != nil {
@@ -74,7 +74,7 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 // values merges valuesFrom (in order, with targetPath and literal) and then
 // spec.values with Flux's own fluxcd/pkg/chartutil, so the result is the
 // one helm-controller computes.
-func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (map[string]any, error) {
+func (r *Reconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (map[string]any, error) {
 	v, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), r.e.mgr.GetClient(), obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", self, valuesRefOf(obj, err), err)
@@ -103,7 +103,7 @@ func valuesRefOf(obj *helmv2.HelmRelease, err error) string {
 }
 
 // helmOptions maps a HelmRelease's spec onto apply/helm's options.
-func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]any) helm.ReconcileOptions {
+func reconcileOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]any) helm.ReconcileOptions {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
 	timeout := obj.GetTimeout()
 	wait := waitOf(obj, in.DisableWait)
@@ -544,7 +544,7 @@ func rollbackOptions(obj *helmv2.HelmRelease) *helm.RollbackOptions {
 // it: spec.releaseName, else [<targetNamespace>-]<name>, shortened when
 // longer than Helm's 53 characters to its first 40, a dash and the first
 // 12 hex digits of its SHA-256.
-func releaseName(obj *helmv2.HelmRelease) string {
+func ReleaseName(obj *helmv2.HelmRelease) string {
 	name := obj.GetReleaseName()
 	if len(name) <= 53 {
 		return name

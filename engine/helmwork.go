@@ -45,14 +45,14 @@ func (e *Engine) helmManager() (*helm.Manager, error) {
 			e.helm.err = err
 			return
 		}
-		e.helm.manager, e.helm.err = helm.New(e.cfg, e.helmOptions(waiter, e.helmCache))
+		e.helm.manager, e.helm.err = helm.New(e.cfg, e.managerOptions(waiter, e.helmCache))
 	})
 	return e.helm.manager, e.helm.err
 }
 
 // helmOptions are the options of a Helm manager of this engine's, on any
 // cluster: one holder, and the fencing of the shard Leases.
-func (e *Engine) helmOptions(waiter *health.Waiter, cache *helm.Cache) helm.Options {
+func (e *Engine) managerOptions(waiter *health.Waiter, cache *helm.Cache) helm.Options {
 	opts := helm.Options{Holder: helm.Holder{ID: e.opts.HolderID, Start: e.start}, Waiter: waiter, Cache: cache,
 		MaxReleaseRecordBytes: e.opts.MaxReleaseRecordBytes}
 	if e.opts.ProgressAfter > 0 {

@@ -206,7 +206,7 @@ func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, re
 	starting := func(a helm.Action, timeout time.Duration) {
 		e.log().Info("Helm action started", "controller", "helmrelease", "controllerKind", helmv2.HelmReleaseKind,
 			"name", ref.Name, "namespace", ref.Namespace, "action", string(a),
-			"release", obj.GetReleaseNamespace()+"/"+releaseName(obj), "timeout", timeout.String())
+			"release", obj.GetReleaseNamespace()+"/"+ReleaseName(obj), "timeout", timeout.String())
 		if e.opts.ProgressAfter < 0 {
 			return
 		}
