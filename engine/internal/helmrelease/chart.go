@@ -207,7 +207,7 @@ func (r *Reconciler) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRel
 	// Until the object has reconciled its latest spec, its artifact may
 	// be another version's: wait, as Flux does; its readiness wakes the
 	// release.
-	pending := frame.Waiting(meta.DependencyNotReadyReason, fmt.Sprintf("%s '%s/%s' is not ready: its latest generation is not reconciled yet", ref.Kind, ref.Namespace, ref.Name), 0)
+	pending := frame.Waiting(meta.DependencyNotReadyReason, fmt.Sprintf("%s '%s/%s' is not ready: its latest generation is not reconciled yet", ref.Kind, ref.Namespace, ref.Name), frame.DependencyRequeue)
 	have := newGenerated(ref.Kind)
 	err := r.deps.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {

@@ -177,7 +177,7 @@ func (r *Reconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self fr
 		return frame.Stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	src := frame.SourceRefOf(self, kind, ns, name)
-	if out, ok := r.deps.Admission.Admit(ctx, self, obj, deps, &src, obj.GetRequeueAfter()); !ok {
+	if out, ok := r.deps.Admission.Admit(ctx, self, obj, deps, &src, frame.DependencyRequeue); !ok {
 		return out, false
 	}
 	if out, ok := r.reconcileHelmChart(ctx, obj, self); !ok {
