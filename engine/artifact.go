@@ -67,7 +67,7 @@ func (e *Engine) sourceArtifact(ctx context.Context, self frame.Ref, kind, names
 	}
 	a := obj.GetArtifact()
 	if a == nil {
-		return source.Artifact{}, frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", srcRef), 0), false
+		return source.Artifact{}, frame.Waiting(meta.ArtifactFailedReason, fmt.Sprintf("source %s has no artifact yet", srcRef), frame.DependencyRequeue), false
 	}
 	art := frame.StoreArtifact(a)
 	if e.stored(art) {

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
 )
 
 // Reasons the engine adds to Flux's.
@@ -41,6 +42,14 @@ const UnusedImageReason = frame.UnusedImageReason
 // (a Kustomization's spec.patches, a HelmRelease post-renderer's patches)
 // whose target selects no object.
 const UnmatchedPatchReason = frame.UnmatchedPatchReason
+
+// QueuedReason is the Ready and Reconciling reason of a HelmRelease that
+// waits in its shard's queue.
+const QueuedReason = helmrelease.QueuedReason
+
+// ChartMutateErrorReason is helm-controller's Ready reason for a chart
+// whose version cannot take its source's digest.
+const ChartMutateErrorReason = helmrelease.ChartMutateErrorReason
 
 // admit admits a unit (frame.Admission.Admit).
 func (e *Engine) admit(ctx context.Context, self frame.Ref, obj client.Object, deps []frame.Ref, src *frame.Ref, retry time.Duration) (frame.Outcome, bool) {

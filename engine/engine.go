@@ -19,7 +19,6 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notifyv1 "github.com/fluxcd/notification-controller/api/v1"
 	notifyv1beta3 "github.com/fluxcd/notification-controller/api/v1beta3"
-	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +44,7 @@ import (
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/generator"
+	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
 	"github.com/cozystack/cozy-aio/engine/internal/kustomization"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
 	"github.com/cozystack/cozy-aio/engine/internal/sources"
@@ -98,16 +98,18 @@ type Engine struct {
 	helmCache *helm.Cache
 	waits     localWaiter
 	pool      *shard.Pool
-	helm      helmWork
-	// clusters holds the clients of every cluster units deploy to: this
+	// helmMgr is the Helm manager of this cluster's releases.
+	helmMgr localHelm
+	// targets holds the clients of every cluster units deploy to: this
 	// one, and the remote ones of spec.kubeConfig.
-	targets  *targets.Targets
-	progress progress
+	targets *targets.Targets
 	// materializer rebuilds artifacts the store lacks (materialize.go).
 	materializer materializer
 	// generator reconciles the ArtifactGenerators and rebuilds their
 	// outputs (engine/internal/generator).
 	generator *generator.Reconciler
+	// helmrelease reconciles HelmReleases (engine/internal/helmrelease).
+	helmrelease *helmrelease.Reconciler
 	// kustomization applies Kustomizations
 	// (engine/internal/kustomization).
 	kustomization *kustomization.Reconciler
@@ -243,10 +245,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	eng.Store(e)
 	if e.targets, err = targets.New(targets.Options{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(),
 		Local:  &targets.Clients{Cfg: cfg, Cache: applyCache, Helm: e.helmManager, Waiter: e.healthWaiter, Appliers: &e.appliers},
-		Remote: opts.RemoteClusters, Destinations: e.destinations(), HelmOptions: e.helmOptions}); err != nil {
+		Remote: opts.RemoteClusters, Destinations: e.destinations(), HelmOptions: e.managerOptions}); err != nil {
 		return nil, err
 	}
-	e.helm.backoff = runtimectrl.GetDefaultRateLimiter()
 	// Alone, the engine places with memory: a tenant moves only when the
 	// balance target needs it. Replicas place with the memory the leader
 	// publishes (replicas_assignment.go), so that they agree.
@@ -278,7 +279,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		return nil, fmt.Errorf("registering the shard metrics: %w", err)
 	}
 	e.finisher = &frame.Finisher{Client: mgr.GetClient(), Logger: e.log, Metrics: e.metrics,
-		MayWrite: e.mayWriteStatus, Rewritten: e.statusRewritten}
+		MayWrite: e.mayWriteStatus, Rewritten: func(ref frame.Ref) bool { return e.helmrelease.StatusRewritten(ref) }}
 	e.admission = &frame.Admission{Graph: e.graph, Gate: opts.Gate, Reader: mgr.GetClient(), NewObject: e.newObjectOf}
 	if e.notify, e.recorder, err = notifications.Setup(notifications.Deps{
 		Manager: mgr, Options: opts.Notify, WebhookAddr: opts.WebhookAddr, HolderID: opts.HolderID, Restricted: opts.Restricted,
@@ -289,6 +290,11 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	}
 	e.finisher.Recorder = e.recorder
 	// The families, each with what it uses of the engine.
+	e.helmrelease = helmrelease.New(helmrelease.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store,
+		Finisher: e.finisher, Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log,
+		Targets: e.targets, Pool: e.pool, OwnsTenant: e.ownsTenant, MayWrite: e.mayWriteStatus,
+		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.readsConfigs, Enqueue: e.enqueue, ServiceAccount: e.serviceAccount},
+		helmrelease.Options{Restricted: opts.Restricted, TenantLabel: opts.TenantLabel, ProgressAfter: opts.ProgressAfter, Logger: opts.Logger})
 	e.kustomization = kustomization.New(kustomization.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher,
 		Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log, Targets: e.targets,
 		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.readsConfigs, Enqueue: e.enqueue,
@@ -309,7 +315,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := e.setupConfigWatches(e.kinds()); err != nil {
 		return nil, err
 	}
-	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(e.reportQueues), manager.RunnableFunc(e.targets.Sweep), e.generator.Extracts()}
+	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(func(ctx context.Context) error { return e.helmrelease.ReportQueues(ctx) }), manager.RunnableFunc(e.targets.Sweep), e.generator.Extracts()}
 	if opts.HealthAddr != "" {
 		runnables = append(runnables, manager.RunnableFunc(e.serveHealth))
 	}

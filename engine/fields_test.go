@@ -11,6 +11,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 
+	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
 	"github.com/cozystack/cozy-aio/engine/internal/kustomization"
 	"github.com/cozystack/cozy-aio/engine/internal/sources"
 )
@@ -58,7 +59,7 @@ var specFields = map[string]specFieldPolicy{
 			"uninstall", "driftDetection", "waitStrategy", "test", "kubeConfig",
 		},
 		check: func(spec reflect.Value) error {
-			return helmReleaseUnsupported(&helmv2.HelmRelease{Spec: spec.Interface().(helmv2.HelmReleaseSpec)})
+			return helmrelease.Unsupported(&helmv2.HelmRelease{Spec: spec.Interface().(helmv2.HelmReleaseSpec)})
 		},
 	},
 	sourcev1.GitRepositoryKind: {

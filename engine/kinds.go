@@ -18,7 +18,7 @@ func (e *Engine) kinds() []kindController {
 		{kind: sourcev1.HelmRepositoryKind, newObject: func() client.Object { return &sourcev1.HelmRepository{} }, reconciler: src[3].Reconciler},
 		{kind: sourcev1.HelmChartKind, newObject: func() client.Object { return &sourcev1.HelmChart{} }, reconciler: src[4].Reconciler},
 		{kind: kustomizev1.KustomizationKind, newObject: func() client.Object { return &kustomizev1.Kustomization{} }, reconciler: e.kustomization},
-		{kind: helmv2.HelmReleaseKind, newObject: func() client.Object { return &helmv2.HelmRelease{} }, reconciler: &helmReleaseReconciler{e: e}},
+		{kind: helmv2.HelmReleaseKind, newObject: func() client.Object { return &helmv2.HelmRelease{} }, reconciler: e.helmrelease},
 		{kind: swv1beta1.ArtifactGeneratorKind, newObject: func() client.Object { return &swv1beta1.ArtifactGenerator{} }, reconciler: e.generator},
 	}
 }

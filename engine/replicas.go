@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/shard"
 )
 
@@ -621,8 +621,8 @@ func parseClaim(c string) (shard int, term string, ok bool) {
 }
 
 var (
-	errShardLost = errors.New("this replica lost the shard's Lease")
-	errHandedOff = errors.New("the shard was handed off to another replica")
+	errShardLost = frame.ErrShardLost
+	errHandedOff = frame.ErrHandedOff
 )
 
 // fence refuses a write of a Helm release record when the action runs on

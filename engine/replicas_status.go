@@ -8,7 +8,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/shard"
 )
 
@@ -54,7 +53,7 @@ func (e *Engine) mayWriteStatus(ctx context.Context, kind string, obj client.Obj
 	}
 	i, ok := shard.FromContext(ctx)
 	if !ok {
-		i, ok = e.pool.Lookup(e.tenantOf(obj))
+		i, ok = e.pool.Lookup(e.helmrelease.TenantOf(obj))
 	}
 	return ok && e.replicas.mayWrite(i)
 }
@@ -105,30 +104,17 @@ func (r *replicas) leaderEvent(what string) {
 
 // wakeTenant reconciles every HelmRelease of tenant.
 func (e *Engine) wakeTenant(tenant string) {
-	e.helm.mu.Lock()
-	refs := make([]frame.Ref, 0, len(e.helm.releases[tenant]))
-	for ref := range e.helm.releases[tenant] {
-		refs = append(refs, ref)
-	}
-	e.helm.mu.Unlock()
-	for _, ref := range refs {
+	for _, ref := range e.helmrelease.Releases(func(t string) bool { return t == tenant }) {
 		e.enqueue(ref)
 	}
 }
 
 // wakeShard reconciles every HelmRelease whose tenant is on shard i.
 func (e *Engine) wakeShard(i int) {
-	var refs []frame.Ref
-	e.helm.mu.Lock()
-	for tenant, set := range e.helm.releases {
-		if s, ok := e.pool.Lookup(tenant); ok && s == i {
-			for ref := range set {
-				refs = append(refs, ref)
-			}
-		}
-	}
-	e.helm.mu.Unlock()
-	for _, ref := range refs {
+	for _, ref := range e.helmrelease.Releases(func(tenant string) bool {
+		s, ok := e.pool.Lookup(tenant)
+		return ok && s == i
+	}) {
 		e.enqueue(ref)
 	}
 }

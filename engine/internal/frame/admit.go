@@ -90,6 +90,13 @@ func Dependencies(kind string, obj client.Object, specDeps []meta.DependencyRefe
 // namespace.
 var ErrCrossNamespace = errors.New("cross-namespace references are disabled (restricted mode)")
 
+// DependencyRequeue is when a unit that waits on a dependency or on its
+// source's first artifact looks again, as Flux's helm- and
+// kustomize-controller do after --requeue-dependency (30 s by default). The
+// readiness of what it waits on wakes it at once (Graph); this is the net
+// under that wake.
+const DependencyRequeue = 30 * time.Second
+
 // Admission admits units whose gate is open and whose dependencies are
 // Ready, over the dependsOn graph; a dependency that becomes ready wakes
 // its dependents through the Graph.

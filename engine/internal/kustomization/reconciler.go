@@ -120,7 +120,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomizati
 		return frame.Stalled(meta.DependencyNotReadyReason, err)
 	}
 	src := frame.SourceRefOf(self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)
-	if out, ok := r.deps.Admission.Admit(ctx, self, obj, deps, &src, obj.GetRetryInterval()); !ok {
+	if out, ok := r.deps.Admission.Admit(ctx, self, obj, deps, &src, frame.DependencyRequeue); !ok {
 		return out
 	}
 	art, out, ok := r.deps.SourceArtifact(ctx, self, obj.Spec.SourceRef.Kind, obj.Spec.SourceRef.Namespace, obj.Spec.SourceRef.Name)

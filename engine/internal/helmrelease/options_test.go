@@ -1,4 +1,4 @@
-package engine
+package helmrelease
 
 import (
 	"testing"
@@ -23,25 +23,25 @@ func TestRollbackOptionsAsFlux(t *testing.T) {
 		Upgrade: &helmv2.Upgrade{Timeout: &metav1.Duration{Duration: time.Minute}, DisableWait: true,
 			DisableWaitForJobs: true, DisableHooks: true, Force: true, CleanupOnFail: true},
 	}}
-	unset := helmOptions(hr, "", nil).Rollback
+	unset := reconcileOptions(hr, "", nil).Rollback
 	defaults := helm.RollbackOptions{Timeout: 3 * time.Minute, Wait: helm.WaitKStatus, WaitForJobs: true, MaxHistory: hr.GetMaxHistory()}
 	if unset == nil || *unset != defaults {
 		t.Fatalf("without spec.rollback: %+v, want helm-controller's defaults %+v", unset, defaults)
 	}
 	hr.Spec.Timeout = nil
-	if got := helmOptions(hr, "", nil).Rollback; got.Timeout != 5*time.Minute {
+	if got := reconcileOptions(hr, "", nil).Rollback; got.Timeout != 5*time.Minute {
 		t.Fatalf("without spec.timeout: rollback timeout %s, want Flux's default 5m", got.Timeout)
 	}
 	hr.Spec.Timeout = &metav1.Duration{Duration: 3 * time.Minute}
 	hr.Spec.Rollback = &helmv2.Rollback{DisableWait: true, DisableHooks: true, Force: true, CleanupOnFail: true}
-	got := *helmOptions(hr, "", nil).Rollback
+	got := *reconcileOptions(hr, "", nil).Rollback
 	want := helm.RollbackOptions{Timeout: 3 * time.Minute, Wait: helm.WaitNone, WaitForJobs: true, DisableHooks: true,
 		Force: true, CleanupOnFail: true, MaxHistory: hr.GetMaxHistory()}
 	if got != want {
 		t.Fatalf("rollback = %+v, want %+v", got, want)
 	}
 	hr.Spec.Rollback = &helmv2.Rollback{Timeout: &metav1.Duration{Duration: time.Minute}, DisableWaitForJobs: true}
-	if got := helmOptions(hr, "", nil).Rollback; got.Timeout != time.Minute || got.Wait != helm.WaitKStatus || got.WaitForJobs {
+	if got := reconcileOptions(hr, "", nil).Rollback; got.Timeout != time.Minute || got.Wait != helm.WaitKStatus || got.WaitForJobs {
 		t.Fatalf("rollback = %+v", got)
 	}
 }
@@ -55,7 +55,7 @@ func TestUpgradeSettingsAsFlux(t *testing.T) {
 		Install: &helmv2.Install{DisableWait: true, DisableHooks: true},
 		Upgrade: &helmv2.Upgrade{Timeout: &metav1.Duration{Duration: time.Minute}, DisableWaitForJobs: true, DisableSchemaValidation: true},
 	}}
-	o := helmOptions(hr, "", nil)
+	o := reconcileOptions(hr, "", nil)
 	if o.Wait != helm.WaitNone || !o.DisableHooks || o.Timeout != 3*time.Minute || !o.WaitForJobs {
 		t.Fatalf("install settings %+v", o.Spec)
 	}
@@ -69,14 +69,14 @@ func TestUpgradeSettingsAsFlux(t *testing.T) {
 // that remedy a failure, with helm-controller's defaults when unset.
 func TestUninstallOptionsAsFlux(t *testing.T) {
 	hr := &helmv2.HelmRelease{Spec: helmv2.HelmReleaseSpec{Timeout: &metav1.Duration{Duration: 3 * time.Minute}}}
-	if got := *helmOptions(hr, "", nil).Uninstall; got != (helm.UninstallOptions{Timeout: 3 * time.Minute, DeletionPropagation: "background"}) {
+	if got := *reconcileOptions(hr, "", nil).Uninstall; got != (helm.UninstallOptions{Timeout: 3 * time.Minute, DeletionPropagation: "background"}) {
 		t.Fatalf("defaults %+v", got)
 	}
 	orphan := "orphan"
 	hr.Spec.Uninstall = &helmv2.Uninstall{Timeout: &metav1.Duration{Duration: time.Minute}, DisableHooks: true, KeepHistory: true,
 		DisableWait: true, DeletionPropagation: &orphan}
 	want := helm.UninstallOptions{Timeout: time.Minute, Wait: helm.WaitNone, DisableHooks: true, KeepHistory: true, DeletionPropagation: "orphan"}
-	if got := *helmOptions(hr, "", nil).Uninstall; got != want {
+	if got := *reconcileOptions(hr, "", nil).Uninstall; got != want {
 		t.Fatalf("uninstall %+v, want %+v", got, want)
 	}
 }
@@ -175,16 +175,16 @@ func TestEachHelmReleaseFieldReachesItsAction(t *testing.T) {
 			base := func() *helmv2.HelmRelease {
 				return &helmv2.HelmRelease{Spec: helmv2.HelmReleaseSpec{Install: &helmv2.Install{}, Upgrade: &helmv2.Upgrade{}}}
 			}
-			if c.ok(helmOptions(base(), "", nil)) {
+			if c.ok(reconcileOptions(base(), "", nil)) {
 				t.Fatalf("the check holds without %s: it tests nothing", c.field)
 			}
 			hr := base()
 			c.set(hr)
-			if err := helmReleaseUnsupported(hr); err != nil {
+			if err := Unsupported(hr); err != nil {
 				t.Fatalf("%s is rejected: %v", c.field, err)
 			}
-			if !c.ok(helmOptions(hr, "", nil)) {
-				t.Fatalf("%s did not reach the options: %+v", c.field, helmOptions(hr, "", nil))
+			if !c.ok(reconcileOptions(hr, "", nil)) {
+				t.Fatalf("%s did not reach the options: %+v", c.field, reconcileOptions(hr, "", nil))
 			}
 		})
 	}

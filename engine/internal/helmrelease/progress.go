@@ -1,4 +1,4 @@
-package engine
+package helmrelease
 
 import (
 	"context"
@@ -120,10 +120,10 @@ func (p *progress) wrote(ref frame.Ref, now time.Time) {
 	p.reported[ref] = now
 }
 
-// reportQueues writes the queue position of releases that have waited
+// ReportQueues writes the queue position of releases that have waited
 // longer than ProgressAfter, until ctx ends.
-func (e *Engine) reportQueues(ctx context.Context) error {
-	if e.opts.ProgressAfter < 0 {
+func (r *Reconciler) ReportQueues(ctx context.Context) error {
+	if r.opts.ProgressAfter < 0 {
 		<-ctx.Done()
 		return nil
 	}
@@ -135,44 +135,44 @@ func (e *Engine) reportQueues(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		for _, ref := range e.progress.due(time.Now(), e.opts.ProgressAfter) {
-			e.progress.writing.Lock()
-			e.reportQueued(ctx, ref)
-			e.progress.writing.Unlock()
+		for _, ref := range r.progress.due(time.Now(), r.opts.ProgressAfter) {
+			r.progress.writing.Lock()
+			r.reportQueued(ctx, ref)
+			r.progress.writing.Unlock()
 		}
 	}
 }
 
-func (e *Engine) reportQueued(ctx context.Context, ref frame.Ref) {
+func (r *Reconciler) reportQueued(ctx context.Context, ref frame.Ref) {
 	obj := &helmv2.HelmRelease{}
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
-		e.progress.forget(ref)
+	if err := r.deps.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
+		r.progress.forget(ref)
 		return
 	}
-	tenant := e.tenantOf(obj)
-	place, ok := e.pool.Queued(tenant, ref.String())
+	tenant := r.TenantOf(obj)
+	place, ok := r.deps.Pool.Queued(tenant, ref.String())
 	if !ok {
 		// Running, or backing off after a failure its status tells: look
 		// again no sooner than a report would be rewritten.
-		e.progress.wrote(ref, time.Now())
+		r.progress.wrote(ref, time.Now())
 		return
 	}
 	// A release that is Ready for its spec keeps Ready while a periodic
 	// check waits its turn: the check most often changes nothing.
 	if c := conditions.Get(obj, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionTrue &&
 		c.ObservedGeneration == obj.Generation && frame.HandledRequest(obj) == obj.Status.LastHandledReconcileAt {
-		e.progress.wrote(ref, time.Now())
+		r.progress.wrote(ref, time.Now())
 		return
 	}
 	msg := fmt.Sprintf("Queued on %s: %s", place, place.Reason(tenant))
-	if e.writeInProgress(ctx, obj, ref, QueuedReason, msg) {
-		e.progress.wrote(ref, time.Now())
+	if r.writeInProgress(ctx, obj, ref, QueuedReason, msg) {
+		r.progress.wrote(ref, time.Now())
 	}
 }
 
 // writeInProgress writes Reconciling=True and Ready=Unknown with reason and
 // msg, in one status patch, unless they are already there.
-func (e *Engine) writeInProgress(ctx context.Context, obj *helmv2.HelmRelease, ref frame.Ref, reason, msg string) bool {
+func (r *Reconciler) writeInProgress(ctx context.Context, obj *helmv2.HelmRelease, ref frame.Ref, reason, msg string) bool {
 	if c := conditions.Get(obj, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionUnknown &&
 		c.Reason == reason && c.Message == msg {
 		return true
@@ -181,12 +181,12 @@ func (e *Engine) writeInProgress(ctx context.Context, obj *helmv2.HelmRelease, r
 	conditions.MarkReconciling(obj, reason, "%s", msg)
 	conditions.MarkUnknown(obj, meta.ReadyCondition, reason, "%s", msg)
 	conditions.Delete(obj, meta.StalledCondition)
-	if !e.mayWriteStatus(ctx, helmv2.HelmReleaseKind, obj) {
+	if !r.deps.MayWrite(ctx, helmv2.HelmReleaseKind, obj) {
 		return false
 	}
-	e.progress.markDirty(ref)
-	if err := e.mgr.GetClient().Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
-		e.log().V(1).Info("writing in-progress status", "name", ref.Name, "namespace", ref.Namespace, "error", err.Error())
+	r.progress.markDirty(ref)
+	if err := r.deps.Client.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+		r.deps.Logger().V(1).Info("writing in-progress status", "name", ref.Name, "namespace", ref.Namespace, "error", err.Error())
 		return false
 	}
 	return true
@@ -196,7 +196,7 @@ func (e *Engine) writeInProgress(ctx context.Context, obj *helmv2.HelmRelease, r
 // Flux's "Running '<action>' action with timeout of <t>" once the action
 // has run for ProgressAfter, and a stop func that cancels that write, or
 // waits for it to end, before the caller writes the outcome.
-func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, ref frame.Ref) (func(helm.Action, time.Duration), func()) {
+func (r *Reconciler) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, ref frame.Ref) (func(helm.Action, time.Duration), func()) {
 	var (
 		mu      sync.Mutex
 		timer   *time.Timer
@@ -204,10 +204,10 @@ func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, re
 	)
 	cur := obj.DeepCopy()
 	starting := func(a helm.Action, timeout time.Duration) {
-		e.log().Info("Helm action started", "controller", "helmrelease", "controllerKind", helmv2.HelmReleaseKind,
+		r.deps.Logger().Info("Helm action started", "controller", "helmrelease", "controllerKind", helmv2.HelmReleaseKind,
 			"name", ref.Name, "namespace", ref.Namespace, "action", string(a),
-			"release", obj.GetReleaseNamespace()+"/"+releaseName(obj), "timeout", timeout.String())
-		if e.opts.ProgressAfter < 0 {
+			"release", obj.GetReleaseNamespace()+"/"+ReleaseName(obj), "timeout", timeout.String())
+		if r.opts.ProgressAfter < 0 {
 			return
 		}
 		msg := fmt.Sprintf("Running '%s' action with timeout of %s", a, timeout)
@@ -219,7 +219,7 @@ func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, re
 		if stopped {
 			return
 		}
-		timer = time.AfterFunc(e.opts.ProgressAfter, func() {
+		timer = time.AfterFunc(r.opts.ProgressAfter, func() {
 			mu.Lock()
 			defer mu.Unlock()
 			// A timer that fired just before stop took the lock must not
@@ -229,7 +229,7 @@ func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, re
 			if stopped {
 				return
 			}
-			if ctx.Err() == nil && e.writeInProgress(ctx, cur, ref, meta.ProgressingReason, msg) {
+			if ctx.Err() == nil && r.writeInProgress(ctx, cur, ref, meta.ProgressingReason, msg) {
 				cur = cur.DeepCopy()
 			}
 		})
@@ -245,8 +245,8 @@ func (e *Engine) actionProgress(ctx context.Context, obj *helmv2.HelmRelease, re
 	return starting, stop
 }
 
-// statusRewritten tells whether a HelmRelease's in-progress status was
+// StatusRewritten tells whether a HelmRelease's in-progress status was
 // written since the reconcile read it (Finisher.Rewritten).
-func (e *Engine) statusRewritten(ref frame.Ref) bool {
-	return ref.Kind == helmv2.HelmReleaseKind && e.progress.takeDirty(ref)
+func (r *Reconciler) StatusRewritten(ref frame.Ref) bool {
+	return ref.Kind == helmv2.HelmReleaseKind && r.progress.takeDirty(ref)
 }

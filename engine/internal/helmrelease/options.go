@@ -1,4 +1,4 @@
-package engine
+package helmrelease
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
-func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
+func Unsupported(obj *helmv2.HelmRelease) error {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
 	var tpl helmv2.HelmChartTemplate
 	if obj.Spec.Chart != nil {
@@ -74,8 +74,8 @@ func helmReleaseUnsupported(obj *helmv2.HelmRelease) error {
 // values merges valuesFrom (in order, with targetPath and literal) and then
 // spec.values with Flux's own fluxcd/pkg/chartutil, so the result is the
 // one helm-controller computes.
-func (r *helmReleaseReconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (map[string]any, error) {
-	v, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), r.e.mgr.GetClient(), obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
+func (r *Reconciler) values(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (map[string]any, error) {
+	v, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), r.deps.Client, obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", self, valuesRefOf(obj, err), err)
 	}
@@ -103,7 +103,7 @@ func valuesRefOf(obj *helmv2.HelmRelease, err error) string {
 }
 
 // helmOptions maps a HelmRelease's spec onto apply/helm's options.
-func helmOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]any) helm.ReconcileOptions {
+func reconcileOptions(obj *helmv2.HelmRelease, chartPath string, values map[string]any) helm.ReconcileOptions {
 	in, up := obj.GetInstall(), obj.GetUpgrade()
 	timeout := obj.GetTimeout()
 	wait := waitOf(obj, in.DisableWait)
@@ -480,7 +480,7 @@ func postRender(obj *helmv2.HelmRelease) helm.PostRender {
 // what the post-renderer was given, and for each image override matching
 // no image of what it rendered, as for a Kustomization's spec.patches and
 // spec.images.
-func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self frame.Ref) func(int, []byte, []byte) {
+func (r *Reconciler) warnPostRenderers(obj *helmv2.HelmRelease, self frame.Ref) func(int, []byte, []byte) {
 	var specIndex []int // overlay index → spec.postRenderers index
 	for i, r := range obj.Spec.PostRenderers {
 		if r.Kustomize != nil {
@@ -499,10 +499,10 @@ func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self frame.Ref) func
 		}
 		idx, err := apply.UnmatchedTargets(in, targets)
 		if err != nil {
-			e.log().V(1).Info("checking post-renderer patch targets", "helmrelease", self.String(), "error", err.Error())
+			r.deps.Logger().V(1).Info("checking post-renderer patch targets", "helmrelease", self.String(), "error", err.Error())
 		}
 		for _, j := range idx {
-			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnmatchedPatchReason, "Reconcile",
+			r.deps.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, frame.UnmatchedPatchReason, "Reconcile",
 				"%s: spec.postRenderers[%d].kustomize.patches[%d] target %s matches no object, the patch has no effect",
 				self, i, j, frame.DescribeSelector(patches[j].Target))
 		}
@@ -515,7 +515,7 @@ func (e *Engine) warnPostRenderers(obj *helmv2.HelmRelease, self frame.Ref) func
 			return
 		}
 		for _, j := range apply.UnusedImages(objs, images) {
-			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, UnusedImageReason, "Reconcile",
+			r.deps.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, frame.UnusedImageReason, "Reconcile",
 				"%s: spec.postRenderers[%d].kustomize.images[%d] %q matches no image of the rendered objects, the override has no effect",
 				self, i, j, images[j].Name)
 		}
@@ -544,7 +544,7 @@ func rollbackOptions(obj *helmv2.HelmRelease) *helm.RollbackOptions {
 // it: spec.releaseName, else [<targetNamespace>-]<name>, shortened when
 // longer than Helm's 53 characters to its first 40, a dash and the first
 // 12 hex digits of its SHA-256.
-func releaseName(obj *helmv2.HelmRelease) string {
+func ReleaseName(obj *helmv2.HelmRelease) string {
 	name := obj.GetReleaseName()
 	if len(name) <= 53 {
 		return name

@@ -1,4 +1,4 @@
-package engine
+package helmrelease
 
 import (
 	"context"
@@ -183,10 +183,10 @@ func subset(want, have map[string]string) bool {
 // HelmChart, <kind>/<namespace>/<name> otherwise); the one it had before,
 // when the template now gives another, and the one of a release that moved
 // to chartRef, it deletes. It writes only when something changed.
-func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
+func (r *Reconciler) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
 	if obj.Spec.Chart == nil {
 		if obj.Status.HelmChart != "" {
-			if err := e.deleteHelmChart(ctx, obj); err != nil {
+			if err := r.deleteHelmChart(ctx, obj); err != nil {
 				return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 			}
 			obj.Status.HelmChart = ""
@@ -195,11 +195,11 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 	}
 	ref := obj.GetHelmChartTemplateReference()
 	want := chartTemplateFor(obj)
-	if e.opts.Restricted && ref.Namespace != obj.Namespace {
-		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chart.spec.sourceRef in namespace %s: %w", self, ref.Namespace, ErrCrossNamespace)), false
+	if r.opts.Restricted && ref.Namespace != obj.Namespace {
+		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chart.spec.sourceRef in namespace %s: %w", self, ref.Namespace, frame.ErrCrossNamespace)), false
 	}
 	if old := obj.Status.GetHelmChartReference(); old != nil && !old.Matches(ref) {
-		if err := e.deleteHelmChart(ctx, obj); err != nil {
+		if err := r.deleteHelmChart(ctx, obj); err != nil {
 			return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: %w", self, err)), false
 		}
 	}
@@ -207,18 +207,18 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 	// Until the object has reconciled its latest spec, its artifact may
 	// be another version's: wait, as Flux does; its readiness wakes the
 	// release.
-	pending := frame.Waiting(meta.DependencyNotReadyReason, fmt.Sprintf("%s '%s/%s' is not ready: its latest generation is not reconciled yet", ref.Kind, ref.Namespace, ref.Name), 0)
+	pending := frame.Waiting(meta.DependencyNotReadyReason, fmt.Sprintf("%s '%s/%s' is not ready: its latest generation is not reconciled yet", ref.Kind, ref.Namespace, ref.Name), frame.DependencyRequeue)
 	have := newGenerated(ref.Kind)
-	err := e.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(want), have)
+	err := r.deps.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {
 		// Create first: the cache has not seen the object, and asking
 		// the API server before every creation would cost a request more.
-		err = e.mgr.GetClient().Create(ctx, want.DeepCopyObject().(client.Object))
+		err = r.deps.Client.Create(ctx, want.DeepCopyObject().(client.Object))
 		if err == nil {
 			return pending, false
 		}
 		if apierrors.IsAlreadyExists(err) {
-			err = e.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(want), have)
+			err = r.deps.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
 		}
 	}
 	observed, artifact := generatedStatus(have)
@@ -228,7 +228,7 @@ func (e *Engine) reconcileHelmChart(ctx context.Context, obj *helmv2.HelmRelease
 	case generatedChanged(have, want):
 		patch := client.MergeFrom(have.DeepCopyObject().(client.Object))
 		setGeneratedSpec(have, want)
-		if err := e.mgr.GetClient().Patch(ctx, have, patch); err != nil {
+		if err := r.deps.Client.Patch(ctx, have, patch); err != nil {
 			return frame.Failed(meta.ReconciliationFailedReason, fmt.Errorf("%s: updating %s %s/%s: %w", self, ref.Kind, ref.Namespace, ref.Name, err)), false
 		}
 		return pending, false
@@ -259,7 +259,7 @@ func mergeStrings(dst, src map[string]string) map[string]string {
 // deleteHelmChart deletes the object status.helmChart names (a HelmChart
 // or an OCIRepository spec.chart generated), when it is one this release
 // owns (helm-controller's owner labels say so).
-func (e *Engine) deleteHelmChart(ctx context.Context, obj *helmv2.HelmRelease) error {
+func (r *Reconciler) deleteHelmChart(ctx context.Context, obj *helmv2.HelmRelease) error {
 	ref := obj.Status.GetHelmChartReference()
 	if ref == nil {
 		ref = obj.GetHelmChartTemplateReference()
@@ -268,13 +268,13 @@ func (e *Engine) deleteHelmChart(ctx context.Context, obj *helmv2.HelmRelease) e
 		return nil
 	}
 	o := newGenerated(ref.Kind)
-	if err := e.mgr.GetAPIReader().Get(ctx, ref.GetObjectKey(), o); err != nil {
+	if err := r.deps.APIReader.Get(ctx, ref.GetObjectKey(), o); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if o.GetLabels()[helmv2.GroupVersion.Group+"/name"] != obj.Name || o.GetLabels()[helmv2.GroupVersion.Group+"/namespace"] != obj.Namespace {
 		return nil
 	}
-	if err := e.mgr.GetClient().Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+	if err := r.deps.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting %s: %w", ref, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package engine
+package helmrelease
 
 import (
 	"context"
@@ -7,6 +7,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cozystack/cozy-aio/shard"
+	"github.com/cozystack/cozy-aio/source"
+	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -29,42 +35,103 @@ import (
 // source) on a controller worker and hands the Helm work to the tenant's
 // shard: a long install never holds a controller worker, and one tenant's
 // releases cannot starve another's.
-type helmReleaseReconciler struct{ e *Engine }
+// Options are the engine's options HelmReleases follow.
+type Options struct {
+	// Restricted refuses cross-namespace references.
+	Restricted bool
+	// TenantLabel, when set, names the label whose value is a release's
+	// tenant (else its namespace).
+	TenantLabel string
+	// ProgressAfter is how long a Helm action runs, or a release waits in
+	// its queue, before its status says so; negative: never.
+	ProgressAfter time.Duration
+	// Logger logs what the Helm work does.
+	Logger logr.Logger
+}
 
-func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	e := r.e
+// Deps is what HelmReleases use of the engine.
+type Deps struct {
+	// Client reads and writes through the engine's cache; APIReader reads
+	// the API server directly.
+	Client    client.Client
+	APIReader client.Reader
+	// Store keeps the chart artifacts.
+	Store *source.Store
+	// Finisher writes each reconcile's outcome; Admission admits a
+	// release over the Graph.
+	Finisher  *frame.Finisher
+	Admission *frame.Admission
+	Graph     *frame.Graph
+	// Recorder records the Events; Logger is the engine's logger.
+	Recorder recorder.EventRecorder
+	Logger   func() logr.Logger
+	// Targets are the clusters releases install to.
+	Targets *targets.Targets
+	// Pool runs the Helm work on the tenants' shards.
+	Pool *shard.Pool
+	// OwnsTenant tells whether a tenant's Helm work runs here; MayWrite
+	// whether this engine may write an object's status now.
+	OwnsTenant func(tenant string) bool
+	MayWrite   func(ctx context.Context, kind string, obj client.Object) bool
+	// SourceArtifact resolves the chart's source artifact.
+	SourceArtifact func(ctx context.Context, self frame.Ref, kind, namespace, name string) (source.Artifact, frame.Outcome, bool)
+	// ReadsConfigs records the ConfigMaps and Secrets a unit reads.
+	ReadsConfigs func(self frame.Ref, obj client.Object)
+	// Enqueue asks for a reconcile of a unit.
+	Enqueue func(frame.Ref)
+	// ServiceAccount returns the account a release is installed as.
+	ServiceAccount func(name string) string
+}
+
+// Reconciler reconciles HelmReleases as helm-controller does, with the
+// Helm work of each tenant on its shard of the pool.
+type Reconciler struct {
+	deps     Deps
+	opts     Options
+	work     helmWork
+	progress progress
+}
+
+// New returns the HelmRelease reconciler.
+func New(d Deps, o Options) *Reconciler {
+	r := &Reconciler{deps: d, opts: o}
+	r.work.backoff = runtimectrl.GetDefaultRateLimiter()
+	return r
+}
+
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &helmv2.HelmRelease{}
-	if err := e.mgr.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.deps.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Gone: its tenant leaves the pool with its last release.
 			gone := frame.Ref{Kind: helmv2.HelmReleaseKind, Namespace: req.Namespace, Name: req.Name}
-			e.unweigh(gone)
-			e.readsConfigs(gone, nil)
+			r.unweigh(gone)
+			r.deps.ReadsConfigs(gone, nil)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	self := frame.Ref{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}
-	tenant := e.tenantOf(obj)
+	tenant := r.TenantOf(obj)
 	if !obj.DeletionTimestamp.IsZero() {
-		e.graph.Remove(self)
-		e.readsConfigs(self, nil)
-		e.weigh(tenant, self, false)
-		e.finalizerSent(obj, false)
-		if controllerutil.ContainsFinalizer(obj, Finalizer) {
-			e.dispatchHelm(obj, self, r.uninstall)
+		r.deps.Graph.Remove(self)
+		r.deps.ReadsConfigs(self, nil)
+		r.weigh(tenant, self, false)
+		r.finalizerSent(obj, false)
+		if controllerutil.ContainsFinalizer(obj, frame.Finalizer) {
+			r.dispatchHelm(obj, self, r.uninstall)
 		}
 		return ctrl.Result{}, nil
 	}
 	// Every replica weighs every release the same way, so that all place
 	// the tenants on the same shards; and each knows what it reads, for
 	// the watched ConfigMaps and Secrets.
-	e.weigh(tenant, self, true)
-	e.readsConfigs(self, obj)
-	if !e.ownsTenant(tenant) {
+	r.weigh(tenant, self, true)
+	r.deps.ReadsConfigs(self, obj)
+	if !r.deps.OwnsTenant(tenant) {
 		// Another replica owns the tenant's shard. Should this one come to
 		// own it, the parked item brings the release back here.
-		e.pool.Add(tenant, self.String(), func(context.Context) error {
-			e.enqueue(self)
+		r.deps.Pool.Add(tenant, self.String(), func(context.Context) error {
+			r.deps.Enqueue(self)
 			return nil
 		})
 		return ctrl.Result{}, nil
@@ -72,11 +139,11 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if obj.Spec.Suspend {
 		return ctrl.Result{}, nil
 	}
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) && !e.finalizerSent(obj, true) {
+	if !controllerutil.ContainsFinalizer(obj, frame.Finalizer) && !r.finalizerSent(obj, true) {
 		patch := client.MergeFrom(obj.DeepCopy())
-		controllerutil.AddFinalizer(obj, Finalizer)
-		if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil {
-			e.finalizerSent(obj, false)
+		controllerutil.AddFinalizer(obj, frame.Finalizer)
+		if err := r.deps.Client.Patch(ctx, obj, patch); err != nil {
+			r.finalizerSent(obj, false)
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -85,19 +152,18 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if out, ok := r.admit(ctx, obj, self); !ok {
 		obj.Status.ObservedGeneration = obj.Generation
 		obj.Status.LastHandledReconcileAt = frame.HandledRequest(obj)
-		return e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
+		return r.deps.Finisher.Finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
 			frame.Timing{Interval: obj.GetRequeueAfter(), Backoff: true})
 	}
-	e.dispatchHelm(obj, self, r.release)
+	r.dispatchHelm(obj, self, r.release)
 	return ctrl.Result{}, nil
 }
 
 // admit runs the checks that need no Helm: unsupported fields, the gate,
 // dependencies and the chart's source.
-func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
-	e := r.e
-	if err := helmReleaseUnsupported(obj); err != nil {
-		return frame.Stalled(UnsupportedFieldReason, err), false
+func (r *Reconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
+	if err := Unsupported(obj); err != nil {
+		return frame.Stalled(frame.UnsupportedFieldReason, err), false
 	}
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
@@ -111,23 +177,23 @@ func (r *helmReleaseReconciler) admit(ctx context.Context, obj *helmv2.HelmRelea
 		return frame.Stalled(meta.InvalidCELExpressionReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	src := frame.SourceRefOf(self, kind, ns, name)
-	if out, ok := e.admit(ctx, self, obj, deps, &src, obj.GetRequeueAfter()); !ok {
+	if out, ok := r.deps.Admission.Admit(ctx, self, obj, deps, &src, frame.DependencyRequeue); !ok {
 		return out, false
 	}
-	if out, ok := e.reconcileHelmChart(ctx, obj, self); !ok {
+	if out, ok := r.reconcileHelmChart(ctx, obj, self); !ok {
 		return out, false
 	}
-	if _, out, ok := e.sourceArtifact(ctx, self, kind, ns, name); !ok {
+	if _, out, ok := r.deps.SourceArtifact(ctx, self, kind, ns, name); !ok {
 		return out, false
 	}
 	return frame.Outcome{}, true
 }
 
-// tenantOf returns a HelmRelease's tenant: the TenantLabel's value, else
+// TenantOf returns a HelmRelease's tenant: the TenantLabel's value, else
 // the namespace.
-func (e *Engine) tenantOf(obj client.Object) string {
-	if e.opts.TenantLabel != "" {
-		if v := obj.GetLabels()[e.opts.TenantLabel]; v != "" {
+func (r *Reconciler) TenantOf(obj client.Object) string {
+	if r.opts.TenantLabel != "" {
+		if v := obj.GetLabels()[r.opts.TenantLabel]; v != "" {
 			return v
 		}
 	}
@@ -141,13 +207,13 @@ func (e *Engine) tenantOf(obj client.Object) string {
 
 // dispatchHelm queues the Helm work of a release on its tenant's shard.
 // The pool runs one item per release at a time.
-func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self frame.Ref, work func(ctx context.Context, self frame.Ref) (time.Duration, error)) {
-	e.progress.dispatched(self, time.Now())
-	e.pool.Add(e.tenantOf(obj), self.String(), func(ctx context.Context) error {
-		e.progress.started(self)
+func (r *Reconciler) dispatchHelm(obj *helmv2.HelmRelease, self frame.Ref, work func(ctx context.Context, self frame.Ref) (time.Duration, error)) {
+	r.progress.dispatched(self, time.Now())
+	r.deps.Pool.Add(r.TenantOf(obj), self.String(), func(ctx context.Context) error {
+		r.progress.started(self)
 		after, err := work(ctx, self)
 		if err == nil && after > 0 {
-			e.enqueueAfter(self, after)
+			r.enqueueAfter(self, after)
 		}
 		return err
 	})
@@ -155,10 +221,9 @@ func (e *Engine) dispatchHelm(obj *helmv2.HelmRelease, self frame.Ref, work func
 
 // release does the Helm work for one HelmRelease, on a shard worker. It
 // reads the object afresh, so queued work always acts on the latest spec.
-func (r *helmReleaseReconciler) release(ctx context.Context, self frame.Ref) (time.Duration, error) {
-	e := r.e
+func (r *Reconciler) release(ctx context.Context, self frame.Ref) (time.Duration, error) {
 	obj := &helmv2.HelmRelease{}
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
+	if err := r.deps.Client.Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	if obj.Spec.Suspend || !obj.DeletionTimestamp.IsZero() {
@@ -167,33 +232,32 @@ func (r *helmReleaseReconciler) release(ctx context.Context, self frame.Ref) (ti
 	start := time.Now()
 	orig := obj.DeepCopy()
 	out := r.reconcileRelease(ctx, obj, self)
-	if cause := context.Cause(ctx); errors.Is(cause, errShardLost) || errors.Is(cause, errHandedOff) {
+	if cause := context.Cause(ctx); errors.Is(cause, frame.ErrShardLost) || errors.Is(cause, frame.ErrHandedOff) {
 		// This replica gave up the shard the action started on, and
 		// cancelled it: no status from here, it could land after the new
 		// owner's. The release is reconciled again: its tenant may have
 		// moved to a shard this replica still owns while the action ran
 		// (it then recovers its own pending revision at once); else the
 		// reconcile leaves it to the owner.
-		e.opts.Logger.Info("Helm action cancelled: its shard moved to another replica", "HelmRelease", self.String(), "cause", cause.Error())
-		e.enqueue(self)
+		r.opts.Logger.Info("Helm action cancelled: its shard moved to another replica", "HelmRelease", self.String(), "cause", cause.Error())
+		r.deps.Enqueue(self)
 		return 0, nil
 	}
 	obj.Status.ObservedGeneration = obj.Generation
 	obj.Status.LastHandledReconcileAt = frame.HandledRequest(obj)
-	res, err := e.finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
+	res, err := r.deps.Finisher.Finish(ctx, helmv2.HelmReleaseKind, obj, orig, start, out,
 		frame.Timing{Interval: obj.GetRequeueAfter(), Backoff: true})
 	// The work ran on a shard worker, outside the controller's workqueue:
 	// the failure's backoff is kept here.
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: self.Namespace, Name: self.Name}}
 	if res.Requeue { //nolint:staticcheck // finish's signal for "retry with backoff"
-		return e.helm.backoff.When(req), err
+		return r.work.backoff.When(req), err
 	}
-	e.helm.backoff.Forget(req)
+	r.work.backoff.Forget(req)
 	return res.RequeueAfter, err
 }
 
-func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) frame.Outcome {
-	e := r.e
+func (r *Reconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) frame.Outcome {
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
 		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.chartRef or spec.chart is required", self))
@@ -201,7 +265,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if obj.Spec.Chart != nil {
 		obj.Status.SetChart(obj.GetHelmChartTemplateReference())
 	}
-	art, out, ok := e.sourceArtifact(ctx, self, kind, ns, name)
+	art, out, ok := r.deps.SourceArtifact(ctx, self, kind, ns, name)
 	if !ok {
 		return out
 	}
@@ -209,19 +273,19 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	if err != nil {
 		return frame.Failed("ValuesError", err)
 	}
-	mgr, remote, out, ok := e.targets.HelmManagerOf(ctx, obj, self)
+	mgr, remote, out, ok := r.deps.Targets.HelmManagerOf(ctx, obj, self)
 	if !ok {
 		return out
 	}
-	chartPath, cleanup, err := chartArchive(e.store.Path(art))
+	chartPath, cleanup, err := chartArchive(r.deps.Store.Path(art))
 	if err != nil {
 		return frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: chart artifact %s: %w", self, art.Revision, err))
 	}
 	defer cleanup()
-	opts := helmOptions(obj, chartPath, values)
-	opts.PostRender.Rendered = e.warnPostRenderers(obj, self)
+	opts := reconcileOptions(obj, chartPath, values)
+	opts.PostRender.Rendered = r.warnPostRenderers(obj, self)
 	var stopProgress func()
-	opts.Starting, stopProgress = e.actionProgress(ctx, obj, self)
+	opts.Starting, stopProgress = r.actionProgress(ctx, obj, self)
 	state := helmState(obj)
 	if v, ok := obj.GetAnnotations()[helmv2.ResetRequestAnnotation]; ok && v != obj.Status.LastHandledResetAt {
 		state = helm.State{}
@@ -235,8 +299,8 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 		state = helm.State{}
 	}
 	rel := helm.Release{
-		Name: releaseName(obj), Namespace: obj.GetReleaseNamespace(),
-		StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
+		Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace(),
+		StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: r.deps.ServiceAccount(obj.Spec.ServiceAccountName),
 		ServiceAccountNamespace: obj.Namespace,
 	}
 	opts.Known = knownRevision(obj, rel)
@@ -259,7 +323,7 @@ func (r *helmReleaseReconciler) reconcileRelease(ctx context.Context, obj *helmv
 	}
 	stopProgress()
 	err = targets.RemoteError(remote, err)
-	e.logHelmSteps(self, rel, res, err)
+	r.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
 	setTestCondition(obj, res, rel)
 	stage := helmStepAction(res.Steps)
@@ -473,48 +537,47 @@ func stalledMessage(prev []metav1.Condition, self frame.Ref, next helm.Next) str
 }
 
 // uninstall removes a deleted HelmRelease's release, then its finalizer.
-func (r *helmReleaseReconciler) uninstall(ctx context.Context, self frame.Ref) (time.Duration, error) {
-	e := r.e
+func (r *Reconciler) uninstall(ctx context.Context, self frame.Ref) (time.Duration, error) {
 	obj := &helmv2.HelmRelease{}
-	if err := e.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
+	if err := r.deps.Client.Get(ctx, client.ObjectKey{Namespace: self.Namespace, Name: self.Name}, obj); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	if !obj.Spec.Suspend && releaseRecorded(obj) {
-		c, err := e.targets.Registry.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
+		c, err := r.deps.Targets.Registry.Get(ctx, obj.Namespace, obj.Spec.KubeConfig)
 		if targets.KubeConfigGone(obj.Spec.KubeConfig, err) {
 			// As helm-controller: without its kubeconfig the release
 			// cannot be uninstalled; the finalizer goes, and the Event
 			// says what may be left behind.
-			e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, string(helmv2.ActionHelmUninstall),
+			r.deps.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, meta.ReconciliationFailedReason, string(helmv2.ActionHelmUninstall),
 				"skipped the uninstall of release %s/%s: spec.kubeConfig %s is gone (%v); its objects may be left in the remote cluster",
-				obj.GetReleaseNamespace(), releaseName(obj), targets.KubeConfigName(obj.Spec.KubeConfig), err)
-			return 0, e.releaseFinalizer(ctx, obj, self)
+				obj.GetReleaseNamespace(), ReleaseName(obj), targets.KubeConfigName(obj.Spec.KubeConfig), err)
+			return 0, r.releaseFinalizer(ctx, obj, self)
 		}
 		if err != nil {
-			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: spec.kubeConfig: %w", self, err))
+			return 0, r.uninstallFailed(ctx, obj, fmt.Errorf("%s: spec.kubeConfig: %w", self, err))
 		}
 		mgr, err := c.Value.Helm()
 		if err != nil {
-			return 0, e.uninstallFailed(ctx, obj, err)
+			return 0, r.uninstallFailed(ctx, obj, err)
 		}
-		rel := helm.Release{Name: releaseName(obj), Namespace: obj.GetReleaseNamespace(),
-			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: e.serviceAccount(obj.Spec.ServiceAccountName),
+		rel := helm.Release{Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace(),
+			StorageNamespace: obj.GetStorageNamespace(), ServiceAccount: r.deps.ServiceAccount(obj.Spec.ServiceAccountName),
 			ServiceAccountNamespace: obj.Namespace}
 		if _, err := mgr.Uninstall(ctx, rel, *uninstallOptions(obj)); err != nil {
-			return 0, e.uninstallFailed(ctx, obj, fmt.Errorf("%s: uninstalling on deletion: %w", self, targets.RemoteError(c.Source, err)))
+			return 0, r.uninstallFailed(ctx, obj, fmt.Errorf("%s: uninstalling on deletion: %w", self, targets.RemoteError(c.Source, err)))
 		}
 	}
-	return 0, e.releaseFinalizer(ctx, obj, self)
+	return 0, r.releaseFinalizer(ctx, obj, self)
 }
 
 // uninstallFailed says on Ready why a deleted release is still there, as
 // helm-controller's UninstallFailed, and returns err: the shard retries the
 // uninstall with its backoff.
-func (e *Engine) uninstallFailed(ctx context.Context, obj *helmv2.HelmRelease, err error) error {
+func (r *Reconciler) uninstallFailed(ctx context.Context, obj *helmv2.HelmRelease, err error) error {
 	patch := client.MergeFrom(obj.DeepCopy())
 	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.UninstallFailedReason, "failed to uninstall release: %s", err)
-	if perr := e.mgr.GetClient().Status().Patch(ctx, obj, patch); perr != nil && !apierrors.IsNotFound(perr) {
-		e.opts.Logger.Error(perr, "writing the uninstall failure", "HelmRelease", obj.Namespace+"/"+obj.Name)
+	if perr := r.deps.Client.Status().Patch(ctx, obj, patch); perr != nil && !apierrors.IsNotFound(perr) {
+		r.opts.Logger.Error(perr, "writing the uninstall failure", "HelmRelease", obj.Namespace+"/"+obj.Name)
 	}
 	return err
 }
@@ -530,13 +593,13 @@ func releaseRecorded(obj *helmv2.HelmRelease) bool {
 
 // releaseFinalizer deletes the HelmChart a deleted release owns, then
 // removes the release's finalizer.
-func (e *Engine) releaseFinalizer(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) error {
-	if err := e.deleteHelmChart(ctx, obj); err != nil {
+func (r *Reconciler) releaseFinalizer(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) error {
+	if err := r.deleteHelmChart(ctx, obj); err != nil {
 		return fmt.Errorf("%s: %w", self, err)
 	}
 	patch := client.MergeFrom(obj.DeepCopy())
-	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := e.mgr.GetClient().Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+	controllerutil.RemoveFinalizer(obj, frame.Finalizer)
+	if err := r.deps.Client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil

@@ -1,9 +1,10 @@
-package engine
+package helmrelease
 
 import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 )
 
 // helmStepAction is the action of the Event that reports the Helm steps
@@ -29,4 +30,17 @@ func helmStepAction(steps []helm.Result) string {
 		}
 	}
 	return ""
+}
+
+// logHelmSteps logs the end of each Helm action a reconcile ran, with the
+// release and the revision it left.
+func (r *Reconciler) logHelmSteps(self frame.Ref, rel helm.Release, res helm.Outcome, err error) {
+	l := r.deps.Logger().WithValues("controller", "helmrelease", "controllerKind", helmv2.HelmReleaseKind,
+		"name", self.Name, "namespace", self.Namespace, "release", rel.Namespace+"/"+rel.Name)
+	for _, s := range res.Steps {
+		l.Info("Helm action finished", "action", string(s.Action), "revision", s.Revision)
+	}
+	if err != nil {
+		l.Error(err, "Helm action failed", "revision", res.Release.Revision)
+	}
 }
