@@ -42,6 +42,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/artifacts"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
@@ -103,8 +104,9 @@ type Engine struct {
 	// targets holds the clients of every cluster units deploy to: this
 	// one, and the remote ones of spec.kubeConfig.
 	targets *targets.Targets
-	// materializer rebuilds artifacts the store lacks (materialize.go).
-	materializer materializer
+	// artifacts resolves the artifacts units read and rebuilds those the
+	// store lacks (engine/internal/artifacts).
+	artifacts *artifacts.Artifacts
 	// generator reconciles the ArtifactGenerators and rebuilds their
 	// outputs (engine/internal/generator).
 	generator *generator.Reconciler
@@ -219,7 +221,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	var eng atomic.Pointer[Engine]
 	store, server, err := artifactStore(opts, func(ctx context.Context, p string) bool {
 		if e := eng.Load(); e != nil {
-			return e.serveMissing(ctx, p)
+			return e.artifacts.ServeMissing(ctx, p)
 		}
 		return false
 	})
@@ -242,6 +244,10 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		recorder: frame.CoreEvents{Recorder: mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
+	e.artifacts = artifacts.New(artifacts.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store,
+		Destinations: e.destinations(), Restricted: opts.Restricted, Reconciles: e.reconciles,
+		Elected: func() bool { return isDone(e.elected()) }, Landing: e.mirrorLanding,
+		RunContext: func() context.Context { return *e.runCtx.Load() }, Enqueue: e.enqueue, Rebuild: e.rebuild})
 	eng.Store(e)
 	if e.targets, err = targets.New(targets.Options{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(),
 		Local:  &targets.Clients{Cfg: cfg, Cache: applyCache, Helm: e.helmManager, Waiter: e.healthWaiter, Appliers: &e.appliers},
@@ -304,7 +310,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e.sources = sources.New(sources.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store, Finisher: e.finisher,
 		Graph: e.graph, Secret: e.secret, Dial: e.sourceDial(), Destinations: e.destinations(),
 		HelmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}), Stored: e.stored, SourceArtifact: e.sourceArtifact,
-		Enqueue: e.enqueue, Slot: e.materializer.slot}, sources.Options{HelmIndexMaxSize: opts.HelmIndexMaxSize, HelmChartMaxSize: opts.HelmChartMaxSize})
+		Enqueue: e.enqueue, Slot: e.artifacts.Slot}, sources.Options{HelmIndexMaxSize: opts.HelmIndexMaxSize, HelmChartMaxSize: opts.HelmChartMaxSize})
 	e.generator = generator.New(generator.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher, Graph: e.graph,
 		Recorder: e.recorder, SourceArtifact: e.sourceArtifact}, generator.Options{DefaultInterval: opts.DefaultInterval,
 		FieldManager: opts.FieldManager, Restricted: opts.Restricted, DefaultServiceAccount: opts.DefaultServiceAccount,

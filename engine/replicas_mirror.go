@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/artifacts"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 )
@@ -79,8 +80,8 @@ func newMirror(keeper artifactKeeper, reader client.Reader, informers cache.Info
 // mirrorWorkers workers until ctx ends.
 func (m *mirror) Start(ctx context.Context) error {
 	defer m.queue.ShutDown()
-	for _, kind := range artifactKinds {
-		obj, _ := newArtifactObject(kind)
+	for _, kind := range artifacts.Kinds {
+		obj, _ := artifacts.NewObject(kind)
 		inf, err := m.cache.GetInformer(ctx, obj)
 		if err != nil {
 			return err
@@ -116,7 +117,7 @@ func (m *mirror) observe(kind string, o any, deleted bool) {
 	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o = d.Obj
 	}
-	obj, ok := o.(artifactObject)
+	obj, ok := o.(artifacts.Object)
 	if !ok || m.keeper.leading() {
 		return
 	}
@@ -152,7 +153,7 @@ func (m *mirror) sync(ctx context.Context, ref frame.Ref) error {
 	if m.keeper.leading() {
 		return nil
 	}
-	obj, _ := newArtifactObject(ref.Kind)
+	obj, _ := artifacts.NewObject(ref.Kind)
 	err := m.reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj)
 	if apierrors.IsNotFound(err) {
 		return m.store.Remove(ctx, source.Object{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name})
@@ -168,7 +169,7 @@ func (m *mirror) sync(ctx context.Context, ref frame.Ref) error {
 	// worker waits for it to end, so that it fetches nothing twice.
 	for {
 		_, err = m.keeper.materialize(ctx, frame.Ref{}, ref, obj, want)
-		if !errors.Is(err, errMaterializing) || ctx.Err() != nil {
+		if !errors.Is(err, artifacts.ErrMaterializing) || ctx.Err() != nil {
 			break
 		}
 	}
