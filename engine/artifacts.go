@@ -42,8 +42,8 @@ func (e *Engine) rebuild(ctx context.Context, staging *source.Store, sobj source
 // mirrorLanding returns a channel closed when the replicas' mirror next
 // stores an artifact; nil without a mirror.
 func (e *Engine) mirrorLanding() <-chan struct{} {
-	if e.replicas == nil || e.replicas.mirror == nil {
+	if e.replicas == nil || e.replicas.Mirror == nil {
 		return nil
 	}
-	return e.replicas.mirror.landing()
+	return e.replicas.Mirror.Landing()
 }

@@ -87,7 +87,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 		// synced, so that a takeover starts warm.
 		onLeader := k.kind != helmv2.HelmReleaseKind
 		reconciler := k.reconciler
-		if onLeader && e.replicas != nil && e.replicas.leader != nil {
+		if onLeader && e.replicas != nil && e.replicas.Leader != nil {
 			onLeader, reconciler = false, leaderOnly{e: e, r: k.reconciler}
 		}
 		err := b.

@@ -91,7 +91,7 @@ type Engine struct {
 	// ownManager is set by New: Start installs the CRDs and starts mgr.
 	ownManager bool
 	// replicas coordinates with other engines; nil when alone.
-	replicas *replicas
+	replicas *Replicas
 
 	appliers   targets.Appliers
 	applyCache *apply.Cache
@@ -246,7 +246,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e.runCtx.Store(&contextBackground)
 	e.artifacts = artifacts.New(artifacts.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store,
 		Destinations: e.destinations(), Restricted: opts.Restricted, Reconciles: e.reconciles,
-		Elected: func() bool { return isDone(e.elected()) }, Landing: e.mirrorLanding,
+		Elected: func() bool { return IsDone(e.elected()) }, Landing: e.mirrorLanding,
 		RunContext: func() context.Context { return *e.runCtx.Load() }, Enqueue: e.enqueue, Rebuild: e.rebuild})
 	eng.Store(e)
 	if e.targets, err = targets.New(targets.Options{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(),
@@ -263,16 +263,16 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		if err != nil {
 			return nil, err
 		}
-		e.replicas = newReplicas(e, cs, e.start)
+		e.replicas = NewReplicas(e, cs, e.start)
 		if ownManager {
 			// The engine's own election, not the manager's: a replica that
 			// loses the Lease becomes a standby instead of exiting, and a
 			// takeover follows the Lease's expiry as this replica observed
 			// it.
-			e.replicas.leader = e.replicas.newLeaseLock(opts.Replicas.LeaderLease, map[string]string{LabelLeaseRole: roleLeader})
+			e.replicas.Leader = e.replicas.NewLeaseLock(opts.Replicas.LeaderLease, map[string]string{LabelLeaseRole: RoleLeader})
 		}
-		popts.Owned = e.replicas.owns
-		popts.Moved = e.replicas.moved
+		popts.Owned = e.replicas.Owns
+		popts.Moved = e.replicas.Moved
 		// Every replica must derive the same shard count from the same
 		// HelmReleases: no hysteresis, which depends on each one's history.
 		popts.Auto.Hysteresis = -1
@@ -434,7 +434,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // replicas are enabled, once this replica first leads: the bootstrap
 // directory is applied so.
 func (e *Engine) Add(r manager.Runnable) error {
-	if e.replicas == nil || e.replicas.leader == nil {
+	if e.replicas == nil || e.replicas.Leader == nil {
 		return e.mgr.Add(r)
 	}
 	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
@@ -442,7 +442,7 @@ func (e *Engine) Add(r manager.Runnable) error {
 	}
 	return e.mgr.Add(frame.EveryReplica{Runnable: manager.RunnableFunc(func(ctx context.Context) error {
 		select {
-		case <-e.replicas.firstLead:
+		case <-e.replicas.FirstLead:
 			return r.Start(ctx)
 		case <-ctx.Done():
 			return nil

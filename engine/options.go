@@ -210,7 +210,7 @@ func (o Options) withDefaults() Options {
 	if o.HolderID == "" {
 		o.HolderID, _ = os.Hostname()
 	}
-	o.Replicas = o.Replicas.withDefaults()
+	o.Replicas = o.Replicas.WithDefaults()
 	if o.ProgressAfter == 0 {
 		o.ProgressAfter = 2 * time.Second
 	}
@@ -259,7 +259,7 @@ type ReplicaOptions struct {
 	HandoffGrace time.Duration
 }
 
-func (o ReplicaOptions) withDefaults() ReplicaOptions {
+func (o ReplicaOptions) WithDefaults() ReplicaOptions {
 	if o.Namespace == "" {
 		o.Namespace = ownNamespace()
 	}

@@ -181,7 +181,7 @@ func (m *mirror) sync(ctx context.Context, ref frame.Ref) error {
 
 // landing returns a channel closed when the mirror next stores an
 // artifact, or nil when it does not run here now (this replica leads).
-func (m *mirror) landing() <-chan struct{} {
+func (m *mirror) Landing() <-chan struct{} {
 	if m.keeper.leading() {
 		return nil
 	}

@@ -20,7 +20,7 @@ func (e *Engine) leading() bool {
 	if e.replicas == nil {
 		return true
 	}
-	return e.replicas.leading()
+	return e.replicas.Leading()
 }
 
 // ownsShard tells whether Helm work of shard i runs here: alone, every
@@ -29,7 +29,7 @@ func (e *Engine) ownsShard(i int) bool {
 	if e.replicas == nil {
 		return true
 	}
-	return e.replicas.owns(i)
+	return e.replicas.Owns(i)
 }
 
 // ownsTenant tells whether the Helm work of tenant runs here now.
@@ -38,7 +38,7 @@ func (e *Engine) ownsTenant(tenant string) bool {
 		return true
 	}
 	i, ok := e.pool.Lookup(tenant)
-	return ok && e.replicas.owns(i)
+	return ok && e.replicas.Owns(i)
 }
 
 // mayWriteStatus tells whether this engine may still write obj's status:
@@ -49,13 +49,13 @@ func (e *Engine) mayWriteStatus(ctx context.Context, kind string, obj client.Obj
 		return true
 	}
 	if kind != helmv2.HelmReleaseKind {
-		return e.replicas.leading()
+		return e.replicas.Leading()
 	}
 	i, ok := shard.FromContext(ctx)
 	if !ok {
 		i, ok = e.pool.Lookup(e.helmrelease.TenantOf(obj))
 	}
-	return ok && e.replicas.mayWrite(i)
+	return ok && e.replicas.MayWrite(i)
 }
 
 // Replica describes this engine's part among replicas, for /readyz and
@@ -93,13 +93,13 @@ func (r Replica) String() string {
 }
 
 // leaderEvent logs and records the leader Lease's transitions.
-func (r *replicas) leaderEvent(what string) {
+func (r *Replicas) LeaderEvent(what string) {
 	r.log.Info("leader lease: "+what, "replica", r.id, "lease", r.o.Namespace+"/"+r.o.LeaderLease)
 	reason := "LeaderElected"
 	if strings.Contains(what, "stopped") {
 		reason = "LeaderLost"
 	}
-	r.event(r.leader, reason, "replica %s %s", r.id, what)
+	r.event(r.Leader, reason, "replica %s %s", r.id, what)
 }
 
 // wakeTenant reconciles every HelmRelease of tenant.
