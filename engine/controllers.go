@@ -270,9 +270,6 @@ func (l leaderOnly) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	return l.r.Reconcile(ctx, req)
 }
 
-// leaderKinds are the kinds only the leader reconciles.
-var leaderKinds = func(kind string) bool { return kind != helmv2.HelmReleaseKind }
-
 // Wake re-enqueues every object of every kind, for example when the
 // bootstrap gate opens.
 func (e *Engine) Wake(ctx context.Context) error {

@@ -48,6 +48,7 @@ import (
 	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
 	"github.com/cozystack/cozy-aio/engine/internal/kustomization"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
+	"github.com/cozystack/cozy-aio/engine/internal/replicas"
 	"github.com/cozystack/cozy-aio/engine/internal/sources"
 	"github.com/cozystack/cozy-aio/engine/internal/targets"
 	"github.com/cozystack/cozy-aio/shard"
@@ -91,7 +92,7 @@ type Engine struct {
 	// ownManager is set by New: Start installs the CRDs and starts mgr.
 	ownManager bool
 	// replicas coordinates with other engines; nil when alone.
-	replicas *Replicas
+	replicas *replicas.Replicas
 
 	appliers   targets.Appliers
 	applyCache *apply.Cache
@@ -246,7 +247,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e.runCtx.Store(&contextBackground)
 	e.artifacts = artifacts.New(artifacts.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store,
 		Destinations: e.destinations(), Restricted: opts.Restricted, Reconciles: e.reconciles,
-		Elected: func() bool { return IsDone(e.elected()) }, Landing: e.mirrorLanding,
+		Elected: func() bool { return replicas.IsDone(e.elected()) }, Landing: e.mirrorLanding,
 		RunContext: func() context.Context { return *e.runCtx.Load() }, Enqueue: e.enqueue, Rebuild: e.rebuild})
 	eng.Store(e)
 	if e.targets, err = targets.New(targets.Options{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(),
@@ -263,13 +264,16 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		if err != nil {
 			return nil, err
 		}
-		e.replicas = NewReplicas(e, cs, e.start)
+		e.replicas = replicas.New(replicas.Deps{Options: opts.Replicas, HolderID: opts.HolderID, Start: e.start,
+			Clientset: cs, Logger: opts.Logger, Pool: func() *shard.Pool { return e.pool }, Shards: opts.Shards, Recorder: e.recorder, Elected: e.elected,
+			WakeKinds: e.wakeKinds, WakeShard: e.wakeShard, WakeTenant: e.wakeTenant,
+			ArtifactBaseURL: opts.ArtifactBaseURL, Keeper: replicas.ArtifactKeeper{Leading: e.leading, Stored: e.stored, Foreign: e.foreign, Materialize: e.materialize}, Client: mgr.GetClient(), Cache: mgr.GetCache(), Store: store})
 		if ownManager {
 			// The engine's own election, not the manager's: a replica that
 			// loses the Lease becomes a standby instead of exiting, and a
 			// takeover follows the Lease's expiry as this replica observed
 			// it.
-			e.replicas.Leader = e.replicas.NewLeaseLock(opts.Replicas.LeaderLease, map[string]string{LabelLeaseRole: RoleLeader})
+			e.replicas.Leader = e.replicas.NewLeaseLock(opts.Replicas.LeaderLease, map[string]string{replicas.LabelLeaseRole: replicas.RoleLeader})
 		}
 		popts.Owned = e.replicas.Owns
 		popts.Moved = e.replicas.Moved

@@ -8,6 +8,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/replicas"
 	"github.com/cozystack/cozy-aio/shard"
 )
 
@@ -58,6 +59,20 @@ func (e *Engine) mayWriteStatus(ctx context.Context, kind string, obj client.Obj
 	return ok && e.replicas.MayWrite(i)
 }
 
+// The labels of the replicas' Leases (replicas.LabelLeaseRole and the rest).
+const (
+	// LabelLeaseRole is "replica" on a replica's own Lease and "shard" on a
+	// Helm shard's Lease.
+	LabelLeaseRole = replicas.LabelLeaseRole
+	// LabelReplicaStart is, on a replica's Lease, when this incarnation of
+	// the replica started (Unix nanoseconds).
+	LabelReplicaStart = replicas.LabelReplicaStart
+	// LabelShard is the shard number on a shard's Lease.
+	LabelShard = replicas.LabelShard
+	// LabelShardTerm is, on a shard's Lease, the term of its holder.
+	LabelShardTerm = replicas.LabelShardTerm
+)
+
 // Replica describes this engine's part among replicas, for /readyz and
 // embedders.
 type Replica struct {
@@ -90,16 +105,6 @@ func (r Replica) String() string {
 		leader = "yes"
 	}
 	return "replica " + r.ID + ": leader " + leader + ", shards [" + strings.Join(ids, ",") + "]"
-}
-
-// leaderEvent logs and records the leader Lease's transitions.
-func (r *Replicas) LeaderEvent(what string) {
-	r.log.Info("leader lease: "+what, "replica", r.id, "lease", r.o.Namespace+"/"+r.o.LeaderLease)
-	reason := "LeaderElected"
-	if strings.Contains(what, "stopped") {
-		reason = "LeaderLost"
-	}
-	r.event(r.Leader, reason, "replica %s %s", r.id, what)
 }
 
 // wakeTenant reconciles every HelmRelease of tenant.

@@ -1,4 +1,4 @@
-package engine
+package replicas
 
 import (
 	"context"
@@ -9,6 +9,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cozystack/cozy-aio/source"
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -50,8 +56,8 @@ const (
 // replicas is this engine's part in a set of replicas: its own Lease, the
 // Leases of the Helm shards it should own, and what it sees of the others.
 type Replicas struct {
-	e     *Engine
-	o     ReplicaOptions
+	deps  Deps
+	o     Options
 	id    string
 	start time.Time
 	cs    kubernetes.Interface
@@ -108,17 +114,53 @@ func (s leaseSeen) live(now time.Time) bool {
 	return s.holder != "" && now.Sub(s.at) < s.duration
 }
 
-func NewReplicas(e *Engine, cs kubernetes.Interface, start time.Time) *Replicas {
+func New(d Deps) *Replicas {
 	r := &Replicas{
-		e: e, o: e.opts.Replicas, id: e.opts.HolderID, start: start, cs: cs,
-		log:  e.opts.Logger.WithName("replicas"),
+		deps: d, o: d.Options, id: d.HolderID, start: d.Start, cs: d.Clientset,
+		log:  d.Logger.WithName("replicas"),
 		kick: make(chan struct{}, 1), FirstLead: make(chan struct{}),
 		seen: map[string]leaseSeen{}, shards: map[int]*shardLease{},
 	}
-	if e.opts.ArtifactBaseURL != "" {
-		r.Mirror = newMirror(e, e.mgr.GetClient(), e.mgr.GetCache(), e.store)
+	if d.ArtifactBaseURL != "" {
+		r.Mirror = newMirror(d.Keeper, d.Client, d.Cache, d.Store)
 	}
 	return r
+}
+
+// leaderKinds are the kinds only the leader reconciles.
+var leaderKinds = func(kind string) bool { return kind != helmv2.HelmReleaseKind }
+
+// Deps is what the replicas use of the engine.
+type Deps struct {
+	// Options are the replicas' settings; HolderID names this replica and
+	// Start is when this incarnation started.
+	Options  Options
+	HolderID string
+	Start    time.Time
+	// Clientset writes the Leases; Logger logs the elections.
+	Clientset kubernetes.Interface
+	Logger    logr.Logger
+	// Pool returns the pool that runs the Helm work (it is built with the
+	// replicas' ownership); Shards is the fixed shard count (0: auto).
+	Pool   func() *shard.Pool
+	Shards int
+	// Recorder records the Events about Leases.
+	Recorder recorder.EventRecorder
+	// Elected is closed once the engine's manager was elected.
+	Elected func() <-chan struct{}
+	// WakeKinds reconciles every object of the kinds match accepts;
+	// WakeShard the HelmReleases of a shard; WakeTenant a tenant's.
+	WakeKinds  func(ctx context.Context, match func(kind string) bool) error
+	WakeShard  func(i int)
+	WakeTenant func(tenant string)
+	// ArtifactBaseURL, when set (a shared artifact address), makes this
+	// replica mirror the artifacts statuses name, with the Keeper, the
+	// Client and Cache it reads sources with, and the Store.
+	ArtifactBaseURL string
+	Keeper          ArtifactKeeper
+	Client          client.Client
+	Cache           cache.Informers
+	Store           *source.Store
 }
 
 // startMirror runs the artifact mirror, if any, until ctx ends; the
@@ -200,7 +242,7 @@ func (r *Replicas) Start(ctx context.Context) error {
 	for {
 		r.reconcile(runCtx)
 		r.publishAssignment(runCtx)
-		r.e.pool.Recheck()
+		r.deps.Pool().Recheck()
 		select {
 		case <-ctx.Done():
 			r.shutdown()
@@ -275,7 +317,7 @@ func (r *Replicas) candidates(now time.Time) []string {
 // reconcile starts elections for the shards this replica should own and
 // hands off those it should not.
 func (r *Replicas) reconcile(ctx context.Context) {
-	ids := r.e.pool.Shards()
+	ids := r.deps.Pool().Shards()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopping {
@@ -367,7 +409,7 @@ func (r *Replicas) electLeader(ctx context.Context) {
 	el, err := r.elect(ctx, r.Leader, func(ctx context.Context) { r.takeExpired(ctx, name) }, func() {
 		r.LeaderEvent("became leader")
 		r.leadOnce.Do(func() { close(r.FirstLead) })
-		if err := r.e.wakeKinds(ctx, leaderKinds); err != nil {
+		if err := r.deps.WakeKinds(ctx, leaderKinds); err != nil {
 			r.log.Error(err, "waking the leader's reconcilers")
 		}
 	}, func(wasHeld bool) {
@@ -391,10 +433,10 @@ func (r *Replicas) electShard(ctx context.Context, i int) {
 	el, err := r.elect(ctx, lock, func(ctx context.Context) { r.takeExpired(ctx, name) }, func() {
 		r.log.Info("shard acquired", "replica", r.id, "shard", i, "lease", lock.Describe())
 		r.event(lock, "ShardAcquired", "replica %s owns Helm shard %d", r.id, i)
-		r.e.pool.Recheck()
+		r.deps.Pool().Recheck()
 		// The shard's releases come here: a crashed owner may have left
 		// one pending, and this replica may hold no queued work for it.
-		r.e.wakeShard(i)
+		r.deps.WakeShard(i)
 		r.poke()
 	}, func(wasHeld bool) {
 		if wasHeld {
@@ -403,7 +445,7 @@ func (r *Replicas) electShard(ctx context.Context, i int) {
 			// Lost (a hand-off has ended its actions already): the
 			// actions still running there may write no record any more
 			// (mayWrite), and the next owner recovers their revisions.
-			r.e.pool.Cancel(i, errShardLost)
+			r.deps.Pool().Cancel(i, frame.ErrShardLost)
 		}
 		r.mu.Lock()
 		if r.shards[i] == s && !s.releasing {
@@ -441,18 +483,18 @@ func (r *Replicas) retry(s *shardLease) {
 // Lease with them running and able to write would leave their revisions
 // pending under a live holder that can no longer finish them.
 func (r *Replicas) handOff(s *shardLease) {
-	r.e.pool.Recheck()
+	r.deps.Pool().Recheck()
 	ctx, cancel := context.WithTimeout(context.Background(), r.o.HandoffGrace)
-	err := r.e.pool.Drain(ctx, s.id)
+	err := r.deps.Pool().Drain(ctx, s.id)
 	cancel()
 	if err != nil {
 		r.log.Info("handing off shard: cancelling the Helm actions still running", "shard", s.id, "grace", r.o.HandoffGrace.String())
 		r.mu.Lock()
 		s.revoked = true
 		r.mu.Unlock()
-		r.e.pool.Cancel(s.id, errHandedOff)
+		r.deps.Pool().Cancel(s.id, frame.ErrHandedOff)
 		ctx, cancel := context.WithTimeout(context.Background(), r.o.RenewDeadline)
-		if err := r.e.pool.Drain(ctx, s.id); err != nil {
+		if err := r.deps.Pool().Drain(ctx, s.id); err != nil {
 			r.log.Info("handing off shard with actions still running after their cancel", "shard", s.id, "error", err.Error())
 		}
 		cancel()
@@ -478,7 +520,7 @@ func (r *Replicas) shutdown() {
 	}
 	lead := r.lead
 	r.mu.Unlock()
-	r.e.pool.Recheck()
+	r.deps.Pool().Recheck()
 	// The leader's Lease and this replica's own go first, so that the
 	// others lead and plan without it at once.
 	if lead != nil {
@@ -540,7 +582,7 @@ func (r *Replicas) owned() []int {
 // leading tells whether this replica is the leader and may write.
 func (r *Replicas) Leading() bool {
 	if r.Leader == nil {
-		return IsDone(r.e.elected())
+		return IsDone(r.deps.Elected())
 	}
 	r.mu.Lock()
 	lead := r.lead
@@ -620,11 +662,6 @@ func parseClaim(c string) (shard int, term string, ok bool) {
 	return n, term, true
 }
 
-var (
-	errShardLost = frame.ErrShardLost
-	errHandedOff = frame.ErrHandedOff
-)
-
 // fence refuses a write of a Helm release record when the action runs on
 // a shard this replica may no longer write.
 func (r *Replicas) Fence(ctx context.Context, rel helm.Release) error {
@@ -642,7 +679,7 @@ func (r *Replicas) event(lock *heldLock, reason, msg string, args ...any) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
 		ObjectMeta: leaseMeta(r.o.Namespace, name),
 	}
-	r.e.recorder.Eventf(lease, nil, corev1.EventTypeNormal, reason, "Lease", msg, args...)
+	r.deps.Recorder.Eventf(lease, nil, corev1.EventTypeNormal, reason, "Lease", msg, args...)
 }
 
 // moved is told by the pool of every tenant placed or moved. A tenant that
@@ -652,5 +689,15 @@ func (r *Replicas) Moved(m shard.Move) {
 	if m.From == m.To || !r.Owns(m.To) || (m.From >= 0 && r.Owns(m.From)) {
 		return
 	}
-	go r.e.wakeTenant(m.Tenant)
+	go r.deps.WakeTenant(m.Tenant)
+}
+
+// LeaderEvent logs and records the leader Lease's transitions.
+func (r *Replicas) LeaderEvent(what string) {
+	r.log.Info("leader lease: "+what, "replica", r.id, "lease", r.o.Namespace+"/"+r.o.LeaderLease)
+	reason := "LeaderElected"
+	if strings.Contains(what, "stopped") {
+		reason = "LeaderLost"
+	}
+	r.event(r.Leader, reason, "replica %s %s", r.id, what)
 }

@@ -1,4 +1,4 @@
-package engine
+package replicas
 
 import (
 	"bytes"
@@ -159,7 +159,7 @@ func (r *Replicas) observeAssignment(o any) {
 func (r *Replicas) anchor(p published) {
 	r.PubMu.Lock()
 	defer r.PubMu.Unlock()
-	if err := r.e.pool.Anchor(p.shards, p.Tenants); err != nil {
+	if err := r.deps.Pool().Anchor(p.shards, p.Tenants); err != nil {
 		r.log.Error(err, "placing with the published shard assignment")
 		return
 	}
@@ -177,14 +177,14 @@ func (r *Replicas) publishAssignment(ctx context.Context) {
 	r.PubMu.Lock()
 	pub := r.Pub
 	r.PubMu.Unlock()
-	a := r.e.pool.Assignment()
-	n := r.e.opts.Shards
+	a := r.deps.Pool().Assignment()
+	n := r.deps.Shards
 	if n <= 0 {
 		cur := 0
 		if pub != nil {
 			cur = len(pub.shards)
 		}
-		total, heaviest := r.e.pool.Weights()
+		total, heaviest := r.deps.Pool().Weights()
 		n = shard.Count(cur, total, heaviest.Weight, shard.CountOptions{})
 	}
 	shards, tenants := shard.Range(n), a.Tenants
