@@ -141,7 +141,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzChartArchive$$' -fuzztime $(FUZZTIME) ./source/helmrepo/
 	$(GO) test -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime $(FUZZTIME) ./apply/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDependsOn$$' -fuzztime $(FUZZTIME) ./engine/internal/frame/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime $(FUZZTIME) ./engine/internal/replicas/
 	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./apply/decrypt/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./engine/cluster/
 	$(GO) test -run '^$$' -fuzz '^FuzzCacheTransform$$' -fuzztime $(FUZZTIME) ./engine/

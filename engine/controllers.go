@@ -87,7 +87,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 		// synced, so that a takeover starts warm.
 		onLeader := k.kind != helmv2.HelmReleaseKind
 		reconciler := k.reconciler
-		if onLeader && e.replicas != nil && e.replicas.leader != nil {
+		if onLeader && e.replicas != nil && e.replicas.Leader != nil {
 			onLeader, reconciler = false, leaderOnly{e: e, r: k.reconciler}
 		}
 		err := b.
@@ -269,9 +269,6 @@ func (l leaderOnly) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	return l.r.Reconcile(ctx, req)
 }
-
-// leaderKinds are the kinds only the leader reconciles.
-var leaderKinds = func(kind string) bool { return kind != helmv2.HelmReleaseKind }
 
 // Wake re-enqueues every object of every kind, for example when the
 // bootstrap gate opens.

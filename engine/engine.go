@@ -42,11 +42,13 @@ import (
 
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/artifacts"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
 	"github.com/cozystack/cozy-aio/engine/internal/kustomization"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
+	"github.com/cozystack/cozy-aio/engine/internal/replicas"
 	"github.com/cozystack/cozy-aio/engine/internal/sources"
 	"github.com/cozystack/cozy-aio/engine/internal/targets"
 	"github.com/cozystack/cozy-aio/shard"
@@ -90,7 +92,7 @@ type Engine struct {
 	// ownManager is set by New: Start installs the CRDs and starts mgr.
 	ownManager bool
 	// replicas coordinates with other engines; nil when alone.
-	replicas *replicas
+	replicas *replicas.Replicas
 
 	appliers   targets.Appliers
 	applyCache *apply.Cache
@@ -103,8 +105,9 @@ type Engine struct {
 	// targets holds the clients of every cluster units deploy to: this
 	// one, and the remote ones of spec.kubeConfig.
 	targets *targets.Targets
-	// materializer rebuilds artifacts the store lacks (materialize.go).
-	materializer materializer
+	// artifacts resolves the artifacts units read and rebuilds those the
+	// store lacks (engine/internal/artifacts).
+	artifacts *artifacts.Artifacts
 	// generator reconciles the ArtifactGenerators and rebuilds their
 	// outputs (engine/internal/generator).
 	generator *generator.Reconciler
@@ -219,7 +222,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	var eng atomic.Pointer[Engine]
 	store, server, err := artifactStore(opts, func(ctx context.Context, p string) bool {
 		if e := eng.Load(); e != nil {
-			return e.serveMissing(ctx, p)
+			return e.artifacts.ServeMissing(ctx, p)
 		}
 		return false
 	})
@@ -242,6 +245,10 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		recorder: frame.CoreEvents{Recorder: mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
+	e.artifacts = artifacts.New(artifacts.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store,
+		Destinations: e.destinations(), Restricted: opts.Restricted, Reconciles: e.reconciles,
+		Elected: func() bool { return replicas.IsDone(e.elected()) }, Landing: e.mirrorLanding,
+		RunContext: func() context.Context { return *e.runCtx.Load() }, Enqueue: e.enqueue, Rebuild: e.rebuild})
 	eng.Store(e)
 	if e.targets, err = targets.New(targets.Options{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(),
 		Local:  &targets.Clients{Cfg: cfg, Cache: applyCache, Helm: e.helmManager, Waiter: e.healthWaiter, Appliers: &e.appliers},
@@ -257,16 +264,19 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		if err != nil {
 			return nil, err
 		}
-		e.replicas = newReplicas(e, cs, e.start)
+		e.replicas = replicas.New(replicas.Deps{Options: opts.Replicas, HolderID: opts.HolderID, Start: e.start,
+			Clientset: cs, Logger: opts.Logger, Pool: func() *shard.Pool { return e.pool }, Shards: opts.Shards, Recorder: e.recorder, Elected: e.elected,
+			WakeKinds: e.wakeKinds, WakeShard: e.wakeShard, WakeTenant: e.wakeTenant,
+			ArtifactBaseURL: opts.ArtifactBaseURL, Keeper: replicas.ArtifactKeeper{Leading: e.leading, Stored: e.stored, Foreign: e.foreign, Materialize: e.materialize}, Client: mgr.GetClient(), Cache: mgr.GetCache(), Store: store})
 		if ownManager {
 			// The engine's own election, not the manager's: a replica that
 			// loses the Lease becomes a standby instead of exiting, and a
 			// takeover follows the Lease's expiry as this replica observed
 			// it.
-			e.replicas.leader = e.replicas.newLeaseLock(opts.Replicas.LeaderLease, map[string]string{LabelLeaseRole: roleLeader})
+			e.replicas.Leader = e.replicas.NewLeaseLock(opts.Replicas.LeaderLease, map[string]string{replicas.LabelLeaseRole: replicas.RoleLeader})
 		}
-		popts.Owned = e.replicas.owns
-		popts.Moved = e.replicas.moved
+		popts.Owned = e.replicas.Owns
+		popts.Moved = e.replicas.Moved
 		// Every replica must derive the same shard count from the same
 		// HelmReleases: no hysteresis, which depends on each one's history.
 		popts.Auto.Hysteresis = -1
@@ -304,7 +314,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e.sources = sources.New(sources.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store, Finisher: e.finisher,
 		Graph: e.graph, Secret: e.secret, Dial: e.sourceDial(), Destinations: e.destinations(),
 		HelmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}), Stored: e.stored, SourceArtifact: e.sourceArtifact,
-		Enqueue: e.enqueue, Slot: e.materializer.slot}, sources.Options{HelmIndexMaxSize: opts.HelmIndexMaxSize, HelmChartMaxSize: opts.HelmChartMaxSize})
+		Enqueue: e.enqueue, Slot: e.artifacts.Slot}, sources.Options{HelmIndexMaxSize: opts.HelmIndexMaxSize, HelmChartMaxSize: opts.HelmChartMaxSize})
 	e.generator = generator.New(generator.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher, Graph: e.graph,
 		Recorder: e.recorder, SourceArtifact: e.sourceArtifact}, generator.Options{DefaultInterval: opts.DefaultInterval,
 		FieldManager: opts.FieldManager, Restricted: opts.Restricted, DefaultServiceAccount: opts.DefaultServiceAccount,
@@ -428,7 +438,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // replicas are enabled, once this replica first leads: the bootstrap
 // directory is applied so.
 func (e *Engine) Add(r manager.Runnable) error {
-	if e.replicas == nil || e.replicas.leader == nil {
+	if e.replicas == nil || e.replicas.Leader == nil {
 		return e.mgr.Add(r)
 	}
 	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
@@ -436,7 +446,7 @@ func (e *Engine) Add(r manager.Runnable) error {
 	}
 	return e.mgr.Add(frame.EveryReplica{Runnable: manager.RunnableFunc(func(ctx context.Context) error {
 		select {
-		case <-e.replicas.firstLead:
+		case <-e.replicas.FirstLead:
 			return r.Start(ctx)
 		case <-ctx.Done():
 			return nil

@@ -5,7 +5,7 @@ import "github.com/cozystack/cozy-aio/apply/helm"
 // HolderAlive is what this engine tells its Helm manager about the holder
 // of a pending revision (helm.Options.HolderAlive); false without replicas.
 func (e *Engine) HolderAlive(h helm.Holder) bool {
-	return e.replicas != nil && e.replicas.alive(h)
+	return e.replicas != nil && e.replicas.Alive(h)
 }
 
 // WithPrivateExtraction returns o for an engine whose generators extract
@@ -26,10 +26,10 @@ func (e *Engine) PublishedTenants() map[string]int {
 	if e.replicas == nil {
 		return nil
 	}
-	e.replicas.pubMu.Lock()
-	defer e.replicas.pubMu.Unlock()
-	if e.replicas.pub == nil {
+	e.replicas.PubMu.Lock()
+	defer e.replicas.PubMu.Unlock()
+	if e.replicas.Pub == nil {
 		return nil
 	}
-	return e.replicas.pub.tenants
+	return e.replicas.Pub.Tenants
 }

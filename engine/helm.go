@@ -38,9 +38,9 @@ func (e *Engine) managerOptions(waiter *health.Waiter, cache *helm.Cache) helm.O
 		opts.PendingAfter = e.opts.ProgressAfter
 	}
 	if e.replicas != nil {
-		opts.HolderAlive = e.replicas.alive
-		opts.Fence = e.replicas.fence
-		opts.Claim = e.replicas.claim
+		opts.HolderAlive = e.replicas.Alive
+		opts.Fence = e.replicas.Fence
+		opts.Claim = e.replicas.Claim
 	}
 	return opts
 }

@@ -8,6 +8,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/replicas"
 	"github.com/cozystack/cozy-aio/shard"
 )
 
@@ -20,7 +21,7 @@ func (e *Engine) leading() bool {
 	if e.replicas == nil {
 		return true
 	}
-	return e.replicas.leading()
+	return e.replicas.Leading()
 }
 
 // ownsShard tells whether Helm work of shard i runs here: alone, every
@@ -29,7 +30,7 @@ func (e *Engine) ownsShard(i int) bool {
 	if e.replicas == nil {
 		return true
 	}
-	return e.replicas.owns(i)
+	return e.replicas.Owns(i)
 }
 
 // ownsTenant tells whether the Helm work of tenant runs here now.
@@ -38,7 +39,7 @@ func (e *Engine) ownsTenant(tenant string) bool {
 		return true
 	}
 	i, ok := e.pool.Lookup(tenant)
-	return ok && e.replicas.owns(i)
+	return ok && e.replicas.Owns(i)
 }
 
 // mayWriteStatus tells whether this engine may still write obj's status:
@@ -49,14 +50,28 @@ func (e *Engine) mayWriteStatus(ctx context.Context, kind string, obj client.Obj
 		return true
 	}
 	if kind != helmv2.HelmReleaseKind {
-		return e.replicas.leading()
+		return e.replicas.Leading()
 	}
 	i, ok := shard.FromContext(ctx)
 	if !ok {
 		i, ok = e.pool.Lookup(e.helmrelease.TenantOf(obj))
 	}
-	return ok && e.replicas.mayWrite(i)
+	return ok && e.replicas.MayWrite(i)
 }
+
+// The labels of the replicas' Leases (replicas.LabelLeaseRole and the rest).
+const (
+	// LabelLeaseRole is "replica" on a replica's own Lease and "shard" on a
+	// Helm shard's Lease.
+	LabelLeaseRole = replicas.LabelLeaseRole
+	// LabelReplicaStart is, on a replica's Lease, when this incarnation of
+	// the replica started (Unix nanoseconds).
+	LabelReplicaStart = replicas.LabelReplicaStart
+	// LabelShard is the shard number on a shard's Lease.
+	LabelShard = replicas.LabelShard
+	// LabelShardTerm is, on a shard's Lease, the term of its holder.
+	LabelShardTerm = replicas.LabelShardTerm
+)
 
 // Replica describes this engine's part among replicas, for /readyz and
 // embedders.
@@ -90,16 +105,6 @@ func (r Replica) String() string {
 		leader = "yes"
 	}
 	return "replica " + r.ID + ": leader " + leader + ", shards [" + strings.Join(ids, ",") + "]"
-}
-
-// leaderEvent logs and records the leader Lease's transitions.
-func (r *replicas) leaderEvent(what string) {
-	r.log.Info("leader lease: "+what, "replica", r.id, "lease", r.o.Namespace+"/"+r.o.LeaderLease)
-	reason := "LeaderElected"
-	if strings.Contains(what, "stopped") {
-		reason = "LeaderLost"
-	}
-	r.event(r.leader, reason, "replica %s %s", r.id, what)
 }
 
 // wakeTenant reconciles every HelmRelease of tenant.

@@ -34,3 +34,9 @@ func StoreArtifact(a *meta.Artifact) source.Artifact {
 // artifact it reads failed for a reason other than a digest mismatch
 // (upstream unreachable, a rebuild still running).
 const MaterializeRetry = 30 * time.Second
+
+// WaitingError says a rebuild waits for one of its inputs (a source
+// still being fetched): the unit waits, it has not failed.
+type WaitingError struct{ Message string }
+
+func (e *WaitingError) Error() string { return e.Message }

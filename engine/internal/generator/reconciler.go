@@ -367,11 +367,6 @@ func (r *Reconciler) writeExternalArtifact(ctx context.Context, gen *swv1beta1.A
 	return nil
 }
 
-// WaitingError says a rebuild waits for one of the generator's sources.
-type WaitingError struct{ Message string }
-
-func (e *WaitingError) Error() string { return e.Message }
-
 // Rebuild composes an ArtifactGenerator's output again from the
 // generator's sources, materialising those the store lacks, as the
 // reconciler does, into staging. slot bounds the rebuilds in flight.
@@ -392,7 +387,7 @@ func (r *Reconciler) Rebuild(ctx context.Context, staging *source.Store, ea *sou
 	sources, done, out, ok := r.generatorSources(ctx, gen, self)
 	if !ok {
 		if out.Waiting {
-			return source.Artifact{}, &WaitingError{Message: out.Message}
+			return source.Artifact{}, &frame.WaitingError{Message: out.Message}
 		}
 		return source.Artifact{}, errors.New(out.Message)
 	}

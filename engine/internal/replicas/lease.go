@@ -1,4 +1,4 @@
-package engine
+package replicas
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func (l *heldLock) valid(deadline time.Duration) bool {
 }
 
 // newLeaseLock is the lock of Lease name in namespace, held as identity.
-func (r *replicas) newLeaseLock(name string, labels map[string]string) *heldLock {
+func (r *Replicas) NewLeaseLock(name string, labels map[string]string) *heldLock {
 	return &heldLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  leaseMeta(r.o.Namespace, name),
 		Client:     r.cs.CoordinationV1(),
@@ -114,7 +114,7 @@ func (el *elector) stop() {
 // elect starts an elector on lock. started and stopped run when this
 // process gains and loses the Lease; stopped also runs when it never had it.
 // prepare, when set, runs before the election starts.
-func (r *replicas) elect(parent context.Context, lock *heldLock, prepare func(context.Context), started func(), stopped func(wasHeld bool)) (*elector, error) {
+func (r *Replicas) elect(parent context.Context, lock *heldLock, prepare func(context.Context), started func(), stopped func(wasHeld bool)) (*elector, error) {
 	ctx, cancel := context.WithCancel(parent)
 	el := &elector{lock: lock, cancel: cancel, done: make(chan struct{})}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -153,7 +153,7 @@ func (r *replicas) elect(parent context.Context, lock *heldLock, prepare func(co
 // its own, which doubles a takeover after a crash: this replica has been
 // watching the Lease all along through its informer. The write carries
 // the resourceVersion observed, so a holder that renewed meanwhile wins.
-func (r *replicas) takeExpired(ctx context.Context, name string) {
+func (r *Replicas) takeExpired(ctx context.Context, name string) {
 	step := max(r.o.RetryPeriod/4, 50*time.Millisecond)
 	for {
 		r.mu.Lock()
@@ -176,7 +176,7 @@ func (r *replicas) takeExpired(ctx context.Context, name string) {
 
 // take writes this replica as the holder of Lease name, if it is still at
 // resourceVersion rv.
-func (r *replicas) take(ctx context.Context, name, rv string) {
+func (r *Replicas) take(ctx context.Context, name, rv string) {
 	leases := r.cs.CoordinationV1().Leases(r.o.Namespace)
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if err != nil || l.ResourceVersion != rv {

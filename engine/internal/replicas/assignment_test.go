@@ -1,4 +1,4 @@
-package engine
+package replicas
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ func TestAssignmentRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got.shards, rangeInts(64)) || !maps.Equal(got.tenants, tenants) {
+		if !slices.Equal(got.shards, rangeInts(64)) || !maps.Equal(got.Tenants, tenants) {
 			t.Fatalf("%s: the decoded assignment differs", c.name)
 		}
 	}
@@ -100,7 +100,7 @@ func FuzzDecodeAssignment(f *testing.F) {
 		if err != nil {
 			return
 		}
-		data, binary, err := encodeAssignment(p.shards, p.tenants)
+		data, binary, err := encodeAssignment(p.shards, p.Tenants)
 		if err != nil {
 			t.Fatalf("a decoded assignment does not encode: %v", err)
 		}
@@ -108,7 +108,7 @@ func FuzzDecodeAssignment(f *testing.F) {
 			return // too large to publish
 		}
 		q, err := decodeAssignment(&corev1.ConfigMap{Data: data, BinaryData: binary})
-		if err != nil || !slices.Equal(q.shards, p.shards) || !maps.Equal(q.tenants, p.tenants) {
+		if err != nil || !slices.Equal(q.shards, p.shards) || !maps.Equal(q.Tenants, p.Tenants) {
 			t.Fatalf("round trip changed the assignment (%v)", err)
 		}
 	})

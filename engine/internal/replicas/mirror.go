@@ -1,4 +1,4 @@
-package engine
+package replicas
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/artifacts"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 )
@@ -45,7 +46,7 @@ const (
 //   - only for artifacts under that address: another server's (Flux's
 //     source-controller's) are asked of that server.
 type mirror struct {
-	keeper artifactKeeper
+	keeper ArtifactKeeper
 	reader client.Reader
 	cache  cache.Informers
 	store  *source.Store
@@ -57,17 +58,19 @@ type mirror struct {
 	landed chan struct{}
 }
 
-// artifactKeeper is what the mirror uses of the engine.
-type artifactKeeper interface {
-	leading() bool
-	stored(a source.Artifact) bool
-	foreign(a source.Artifact) bool
-	materialize(ctx context.Context, self, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error)
+// ArtifactKeeper is what the mirror uses of the engine.
+type ArtifactKeeper struct {
+	// Leading tells whether this replica leads (then it mirrors nothing).
+	Leading func() bool
+	// Stored tells whether the store holds an artifact; Foreign whether
+	// another engine's server wrote it.
+	Stored  func(a source.Artifact) bool
+	Foreign func(a source.Artifact) bool
+	// Materialize stores an artifact the store lacks.
+	Materialize func(ctx context.Context, self, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error)
 }
 
-var _ artifactKeeper = (*Engine)(nil)
-
-func newMirror(keeper artifactKeeper, reader client.Reader, informers cache.Informers, store *source.Store) *mirror {
+func newMirror(keeper ArtifactKeeper, reader client.Reader, informers cache.Informers, store *source.Store) *mirror {
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[frame.Ref](mirrorBackoff, mirrorMaxBackoff)
 	return &mirror{
 		keeper: keeper, reader: reader, cache: informers, store: store,
@@ -79,8 +82,8 @@ func newMirror(keeper artifactKeeper, reader client.Reader, informers cache.Info
 // mirrorWorkers workers until ctx ends.
 func (m *mirror) Start(ctx context.Context) error {
 	defer m.queue.ShutDown()
-	for _, kind := range artifactKinds {
-		obj, _ := newArtifactObject(kind)
+	for _, kind := range artifacts.Kinds {
+		obj, _ := artifacts.NewObject(kind)
 		inf, err := m.cache.GetInformer(ctx, obj)
 		if err != nil {
 			return err
@@ -116,8 +119,8 @@ func (m *mirror) observe(kind string, o any, deleted bool) {
 	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o = d.Obj
 	}
-	obj, ok := o.(artifactObject)
-	if !ok || m.keeper.leading() {
+	obj, ok := o.(artifacts.Object)
+	if !ok || m.keeper.Leading() {
 		return
 	}
 	if a := obj.GetArtifact(); deleted || a != nil && m.lacks(frame.StoreArtifact(a)) {
@@ -127,7 +130,7 @@ func (m *mirror) observe(kind string, o any, deleted bool) {
 
 // lacks tells whether a is this engine's to serve and not in the store.
 func (m *mirror) lacks(a source.Artifact) bool {
-	return !m.keeper.foreign(a) && !m.keeper.stored(a)
+	return !m.keeper.Foreign(a) && !m.keeper.Stored(a)
 }
 
 func (m *mirror) work(ctx context.Context) {
@@ -149,10 +152,10 @@ func (m *mirror) work(ctx context.Context) {
 // stored, or its artifacts removed once it is deleted. The leader's
 // reconcilers do that there, so the mirror leaves its store alone.
 func (m *mirror) sync(ctx context.Context, ref frame.Ref) error {
-	if m.keeper.leading() {
+	if m.keeper.Leading() {
 		return nil
 	}
-	obj, _ := newArtifactObject(ref.Kind)
+	obj, _ := artifacts.NewObject(ref.Kind)
 	err := m.reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj)
 	if apierrors.IsNotFound(err) {
 		return m.store.Remove(ctx, source.Object{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name})
@@ -167,8 +170,8 @@ func (m *mirror) sync(ctx context.Context, ref frame.Ref) error {
 	// materialize stops waiting after a while, the rebuild going on; the
 	// worker waits for it to end, so that it fetches nothing twice.
 	for {
-		_, err = m.keeper.materialize(ctx, frame.Ref{}, ref, obj, want)
-		if !errors.Is(err, errMaterializing) || ctx.Err() != nil {
+		_, err = m.keeper.Materialize(ctx, frame.Ref{}, ref, obj, want)
+		if !errors.Is(err, artifacts.ErrMaterializing) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -180,8 +183,8 @@ func (m *mirror) sync(ctx context.Context, ref frame.Ref) error {
 
 // landing returns a channel closed when the mirror next stores an
 // artifact, or nil when it does not run here now (this replica leads).
-func (m *mirror) landing() <-chan struct{} {
-	if m.keeper.leading() {
+func (m *mirror) Landing() <-chan struct{} {
+	if m.keeper.Leading() {
 		return nil
 	}
 	m.mu.Lock()

@@ -1,4 +1,4 @@
-package engine
+package artifacts
 
 import (
 	"context"
@@ -15,11 +15,9 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
-	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
@@ -49,21 +47,17 @@ const (
 	materializeTimeout = 10 * time.Minute
 )
 
-// awaitedError means a rebuild waits for one of its inputs: another
+// frame.WaitingError means a rebuild waits for one of its inputs: another
 // engine's artifact that this engine's reconciler of it is about to
 // replace (see sourceArtifact). Its dependents wait too, with no failure.
-type awaitedError struct{ msg string }
+// ErrMaterializing means a rebuild is still running.
+var ErrMaterializing = errors.New("the artifact is still being rebuilt from upstream")
 
-func (e *awaitedError) Error() string { return e.msg }
-
-// errMaterializing means a rebuild is still running.
-var errMaterializing = errors.New("the artifact is still being rebuilt from upstream")
-
-// stored reports whether the artifact status names is in the store under
+// Stored reports whether the artifact status names is in the store under
 // its digest. The store names files by their content's digest, so a file
 // whose name differs from status.artifact.digest is not that artifact.
-func (e *Engine) stored(a source.Artifact) bool {
-	return e.store.Exists(a) && path.Base(a.Path) == strings.TrimPrefix(a.Digest, "sha256:")+".tar.gz"
+func (ar *Artifacts) Stored(a source.Artifact) bool {
+	return ar.deps.Store.Exists(a) && path.Base(a.Path) == strings.TrimPrefix(a.Digest, "sha256:")+".tar.gz"
 }
 
 // materializedOutcome turns a failed materialisation into the dependent's
@@ -82,18 +76,18 @@ func materializedOutcome(err error) frame.Outcome {
 // materializeWait bound, and a cycle fails at once.
 type chainKey struct{}
 
-// materialize returns the artifact want (status.artifact of obj, the source
+// Materialize returns the artifact want (status.artifact of obj, the source
 // src) from the store, rebuilding it first when the store lacks it. One
 // rebuild per artifact runs at a time; self is the dependent, woken when a
 // rebuild it stopped waiting for ends.
-func (e *Engine) materialize(ctx context.Context, self, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
+func (ar *Artifacts) Materialize(ctx context.Context, self, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	key := src.String() + "@" + want.Digest
 	chain, _ := ctx.Value(chainKey{}).([]string)
 	if slices.Contains(chain, key) {
 		return source.Artifact{}, fmt.Errorf("%s: rebuilding %s needs itself: %s", src, want.Revision, strings.Join(append(chain, key), " → "))
 	}
-	f, err := e.materializer.join(key, func(f *flight) {
-		go e.rebuildFlight(f, key, append(slices.Clip(chain), key), src, obj, want)
+	f, err := ar.materializer.join(key, func(f *flight) {
+		go ar.rebuildFlight(f, key, append(slices.Clip(chain), key), src, obj, want)
 	})
 	if err != nil {
 		return source.Artifact{}, err
@@ -110,28 +104,28 @@ func (e *Engine) materialize(ctx context.Context, self, src frame.Ref, obj clien
 	case <-timeout:
 	case <-ctx.Done():
 	}
-	if e.materializer.giveUp(f, self) {
+	if ar.materializer.giveUp(f, self) {
 		return f.art, f.err
 	}
-	return source.Artifact{}, fmt.Errorf("%s: revision %s: %w", src, want.Revision, errMaterializing)
+	return source.Artifact{}, fmt.Errorf("%s: revision %s: %w", src, want.Revision, ErrMaterializing)
 }
 
 // rebuildFlight runs one rebuild on the engine's context, so that it
 // outlives the reconcile that started it, then wakes the dependents that
 // stopped waiting.
-func (e *Engine) rebuildFlight(f *flight, key string, chain []string, src frame.Ref, obj client.Object, want source.Artifact) {
-	ctx, cancel := context.WithTimeout(context.WithValue(*e.runCtx.Load(), chainKey{}, chain), materializeTimeout)
+func (ar *Artifacts) rebuildFlight(f *flight, key string, chain []string, src frame.Ref, obj client.Object, want source.Artifact) {
+	ctx, cancel := context.WithTimeout(context.WithValue(ar.deps.RunContext(), chainKey{}, chain), materializeTimeout)
 	defer cancel()
-	art, err := e.rebuild(ctx, src, obj, want)
-	for _, w := range e.materializer.land(key, f, art, err) {
-		e.enqueue(w)
+	art, err := ar.rebuild(ctx, src, obj, want)
+	for _, w := range ar.materializer.land(key, f, art, err) {
+		ar.deps.Enqueue(w)
 	}
 }
 
 // rebuild builds want into a staging store, compares its digest with
 // status, and only then stores it. Nothing that fails the check reaches
 // the store.
-func (e *Engine) rebuild(ctx context.Context, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
+func (ar *Artifacts) rebuild(ctx context.Context, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	tmp, err := os.MkdirTemp("", "cozy-materialize-")
 	if err != nil {
 		return source.Artifact{}, err
@@ -147,15 +141,11 @@ func (e *Engine) rebuild(ctx context.Context, src frame.Ref, obj client.Object, 
 	// engine's, such as source-controller's before a switch-over or beside
 	// cozy-aio as its source-watcher, whose archive of a revision is not
 	// byte for byte ours, so that a rebuild could never match its digest.
-	built, derr := e.download(ctx, staging, sobj, want)
+	built, derr := ar.download(ctx, staging, sobj, want)
 	if derr == nil {
-		return e.adopt(ctx, staging, sobj, built, want)
+		return ar.adopt(ctx, staging, sobj, built, want)
 	}
-	if ea, ok := obj.(*sourcev1.ExternalArtifact); ok {
-		built, err = e.rebuildOutput(ctx, staging, ea)
-	} else {
-		built, err = e.sources.Rebuild(ctx, staging, sobj, obj, want.Revision)
-	}
+	built, err = ar.deps.Rebuild(ctx, staging, sobj, obj, want.Revision)
 	fetched := ""
 	if want.URL != "" {
 		fetched = fmt.Sprintf(" (fetching it from %s: %v)", want.URL, derr)
@@ -167,13 +157,13 @@ func (e *Engine) rebuild(ctx context.Context, src frame.Ref, obj client.Object, 
 		return source.Artifact{}, fmt.Errorf("%s: %w: revision %s rebuilt from upstream has digest %s, but status.artifact.digest is %s%s",
 			src, source.ErrDigestMismatch, want.Revision, built.Digest, want.Digest, fetched)
 	}
-	return e.adopt(ctx, staging, sobj, built, want)
+	return ar.adopt(ctx, staging, sobj, built, want)
 }
 
 // download fetches want from status.artifact.url into staging and checks
 // its digest. An unreachable server, a missing file or another digest is
 // an error, and the caller rebuilds instead.
-func (e *Engine) download(ctx context.Context, staging *source.Store, sobj source.Object, want source.Artifact) (source.Artifact, error) {
+func (ar *Artifacts) download(ctx context.Context, staging *source.Store, sobj source.Object, want source.Artifact) (source.Artifact, error) {
 	if want.URL == "" || !strings.HasSuffix(want.Path, ".tar.gz") {
 		return source.Artifact{}, errors.New("no archive URL")
 	}
@@ -186,7 +176,7 @@ func (e *Engine) download(ctx context.Context, staging *source.Store, sobj sourc
 	// Another replica behind the same address answers from its store
 	// only, and does not rebuild in turn.
 	req.Header.Set(source.NoFetchHeader, "1")
-	c, err := e.artifactClient(ctx, want.URL)
+	c, err := ar.artifactClient(ctx, want.URL)
 	if err != nil {
 		return source.Artifact{}, err
 	}
@@ -219,11 +209,11 @@ func (e *Engine) download(ctx context.Context, staging *source.Store, sobj sourc
 // writer's to choose: it passes the destination policy as an endpoint,
 // checked before the request and at every connection. A refused URL is an
 // error, and the caller rebuilds from upstream instead.
-func (e *Engine) artifactClient(ctx context.Context, url string) (*http.Client, error) {
-	if strings.HasPrefix(url, e.store.BaseURL()+"/") {
+func (ar *Artifacts) artifactClient(ctx context.Context, url string) (*http.Client, error) {
+	if strings.HasPrefix(url, ar.deps.Store.BaseURL()+"/") {
 		return ownArtifactClient, nil
 	}
-	policy := e.destinations()
+	policy := ar.deps.Destinations
 	if err := policy.CheckURL(ctx, egress.Endpoint, url); err != nil {
 		return nil, fmt.Errorf("status.artifact.url: %w", err)
 	}
@@ -241,13 +231,13 @@ var ownArtifactClient = &http.Client{CheckRedirect: func(*http.Request, []*http.
 // adopt copies a checked artifact from the staging store into the store,
 // then applies retention with it as the current artifact, since no source
 // reconciler does on a replica that is not the leader.
-func (e *Engine) adopt(ctx context.Context, staging *source.Store, sobj source.Object, built, want source.Artifact) (source.Artifact, error) {
+func (ar *Artifacts) adopt(ctx context.Context, staging *source.Store, sobj source.Object, built, want source.Artifact) (source.Artifact, error) {
 	f, err := staging.Open(built)
 	if err != nil {
 		return source.Artifact{}, err
 	}
 	defer f.Close()
-	art, err := e.store.Put(ctx, sobj, want.Revision, f)
+	art, err := ar.deps.Store.Put(ctx, sobj, want.Revision, f)
 	if err != nil {
 		return source.Artifact{}, err
 	}
@@ -257,18 +247,8 @@ func (e *Engine) adopt(ctx context.Context, staging *source.Store, sobj source.O
 	art.Metadata = want.Metadata
 	// Best effort: the artifact is in place, and the next rebuild or
 	// reconcile of the object retries retention.
-	_, _ = e.store.GC(ctx, sobj, art)
+	_, _ = ar.deps.Store.GC(ctx, sobj, art)
 	return art, nil
-}
-
-// rebuildOutput composes an ArtifactGenerator's output again
-// (generator.Reconciler.Rebuild).
-func (e *Engine) rebuildOutput(ctx context.Context, staging *source.Store, ea *sourcev1.ExternalArtifact) (source.Artifact, error) {
-	art, err := e.generator.Rebuild(ctx, staging, ea, e.materializer.slot)
-	if we := (*generator.WaitingError)(nil); errors.As(err, &we) {
-		return art, &awaitedError{msg: we.Message}
-	}
-	return art, err
 }
 
 // materializer holds the rebuilds in flight, one per artifact, and the
@@ -365,3 +345,7 @@ func (m *materializer) slot(ctx context.Context) (release func(), err error) {
 		return nil, ctx.Err()
 	}
 }
+
+// Slot bounds the rebuilds in flight: it waits for a free slot and
+// returns its release.
+func (ar *Artifacts) Slot(ctx context.Context) (func(), error) { return ar.materializer.slot(ctx) }

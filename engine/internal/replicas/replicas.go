@@ -1,4 +1,4 @@
-package engine
+package replicas
 
 import (
 	"context"
@@ -9,6 +9,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cozystack/cozy-aio/source"
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -44,14 +50,14 @@ const (
 
 	roleReplica = "replica"
 	roleShard   = "shard"
-	roleLeader  = "leader"
+	RoleLeader  = "leader"
 )
 
 // replicas is this engine's part in a set of replicas: its own Lease, the
 // Leases of the Helm shards it should own, and what it sees of the others.
-type replicas struct {
-	e     *Engine
-	o     ReplicaOptions
+type Replicas struct {
+	deps  Deps
+	o     Options
 	id    string
 	start time.Time
 	cs    kubernetes.Interface
@@ -59,19 +65,19 @@ type replicas struct {
 	kick  chan struct{}
 	// leader is the leader Lease's lock when this engine elects its
 	// leader; nil when an embedder's manager does.
-	leader *heldLock
+	Leader *heldLock
 	// firstLead is closed when this replica leads for the first time.
-	firstLead chan struct{}
+	FirstLead chan struct{}
 	leadOnce  sync.Once
 	// mirror keeps the artifacts statuses name in this replica's store
 	// while it does not lead; nil without a shared artifact address.
-	mirror *mirror
+	Mirror *mirror
 
 	// pubMu orders the anchoring of the pool to published assignments;
 	// pub is the last one anchored, nil before the first. It is never held
 	// with mu.
-	pubMu sync.Mutex
-	pub   *published
+	PubMu sync.Mutex
+	Pub   *published
 
 	mu       sync.Mutex
 	seen     map[string]leaseSeen // by Lease name
@@ -108,29 +114,65 @@ func (s leaseSeen) live(now time.Time) bool {
 	return s.holder != "" && now.Sub(s.at) < s.duration
 }
 
-func newReplicas(e *Engine, cs kubernetes.Interface, start time.Time) *replicas {
-	r := &replicas{
-		e: e, o: e.opts.Replicas, id: e.opts.HolderID, start: start, cs: cs,
-		log:  e.opts.Logger.WithName("replicas"),
-		kick: make(chan struct{}, 1), firstLead: make(chan struct{}),
+func New(d Deps) *Replicas {
+	r := &Replicas{
+		deps: d, o: d.Options, id: d.HolderID, start: d.Start, cs: d.Clientset,
+		log:  d.Logger.WithName("replicas"),
+		kick: make(chan struct{}, 1), FirstLead: make(chan struct{}),
 		seen: map[string]leaseSeen{}, shards: map[int]*shardLease{},
 	}
-	if e.opts.ArtifactBaseURL != "" {
-		r.mirror = newMirror(e, e.mgr.GetClient(), e.mgr.GetCache(), e.store)
+	if d.ArtifactBaseURL != "" {
+		r.Mirror = newMirror(d.Keeper, d.Client, d.Cache, d.Store)
 	}
 	return r
 }
 
+// leaderKinds are the kinds only the leader reconciles.
+var leaderKinds = func(kind string) bool { return kind != helmv2.HelmReleaseKind }
+
+// Deps is what the replicas use of the engine.
+type Deps struct {
+	// Options are the replicas' settings; HolderID names this replica and
+	// Start is when this incarnation started.
+	Options  Options
+	HolderID string
+	Start    time.Time
+	// Clientset writes the Leases; Logger logs the elections.
+	Clientset kubernetes.Interface
+	Logger    logr.Logger
+	// Pool returns the pool that runs the Helm work (it is built with the
+	// replicas' ownership); Shards is the fixed shard count (0: auto).
+	Pool   func() *shard.Pool
+	Shards int
+	// Recorder records the Events about Leases.
+	Recorder recorder.EventRecorder
+	// Elected is closed once the engine's manager was elected.
+	Elected func() <-chan struct{}
+	// WakeKinds reconciles every object of the kinds match accepts;
+	// WakeShard the HelmReleases of a shard; WakeTenant a tenant's.
+	WakeKinds  func(ctx context.Context, match func(kind string) bool) error
+	WakeShard  func(i int)
+	WakeTenant func(tenant string)
+	// ArtifactBaseURL, when set (a shared artifact address), makes this
+	// replica mirror the artifacts statuses name, with the Keeper, the
+	// Client and Cache it reads sources with, and the Store.
+	ArtifactBaseURL string
+	Keeper          ArtifactKeeper
+	Client          client.Client
+	Cache           cache.Informers
+	Store           *source.Store
+}
+
 // startMirror runs the artifact mirror, if any, until ctx ends; the
 // returned func waits for it to stop.
-func (r *replicas) startMirror(ctx context.Context) (wait func()) {
-	if r.mirror == nil {
+func (r *Replicas) startMirror(ctx context.Context) (wait func()) {
+	if r.Mirror == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := r.mirror.Start(ctx); err != nil {
+		if err := r.Mirror.Start(ctx); err != nil {
 			r.log.Error(err, "mirroring the artifacts statuses name")
 		}
 	}()
@@ -139,21 +181,21 @@ func (r *replicas) startMirror(ctx context.Context) (wait func()) {
 
 // NeedLeaderElection is false: every replica announces itself and runs
 // the Helm shards it owns.
-func (r *replicas) NeedLeaderElection() bool { return false }
+func (r *Replicas) NeedLeaderElection() bool { return false }
 
 var leaseNameUnsafe = regexp.MustCompile(`[^a-z0-9.-]`)
 
-func (r *replicas) replicaLease() string {
+func (r *Replicas) replicaLease() string {
 	return r.o.LeasePrefix + "replica-" + strings.Trim(leaseNameUnsafe.ReplaceAllString(strings.ToLower(r.id), "-"), "-.")
 }
 
-func (r *replicas) shardLeaseName(i int) string { return r.o.LeasePrefix + "shard-" + strconv.Itoa(i) }
+func (r *Replicas) shardLeaseName(i int) string { return r.o.LeasePrefix + "shard-" + strconv.Itoa(i) }
 
 func leaseMeta(namespace, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: namespace, Name: name}
 }
 
-func (r *replicas) poke() {
+func (r *Replicas) poke() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -165,7 +207,7 @@ func (r *replicas) poke() {
 // ends it hands its shards off: nothing new starts, its own Lease goes
 // first (so the others plan without it), then each shard's Lease once the
 // actions running on it have ended, bounded by HandoffGrace.
-func (r *replicas) Start(ctx context.Context) error {
+func (r *Replicas) Start(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(r.cs, 0,
 		informers.WithNamespace(r.o.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelLeaseRole }))
@@ -200,7 +242,7 @@ func (r *replicas) Start(ctx context.Context) error {
 	for {
 		r.reconcile(runCtx)
 		r.publishAssignment(runCtx)
-		r.e.pool.Recheck()
+		r.deps.Pool().Recheck()
 		select {
 		case <-ctx.Done():
 			r.shutdown()
@@ -212,7 +254,7 @@ func (r *replicas) Start(ctx context.Context) error {
 }
 
 // observe records a Lease event.
-func (r *replicas) observe(o any, deleted bool) {
+func (r *Replicas) observe(o any, deleted bool) {
 	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o, deleted = d.Obj, true
 	}
@@ -258,7 +300,7 @@ func (r *replicas) observe(o any, deleted bool) {
 
 // candidates are the live replicas that may own shards: the others whose
 // Lease is live, and this one while it holds its Lease and is not leaving.
-func (r *replicas) candidates(now time.Time) []string {
+func (r *Replicas) candidates(now time.Time) []string {
 	var out []string
 	for _, s := range r.seen {
 		if s.role == roleReplica && s.holder != r.id && s.live(now) {
@@ -274,17 +316,17 @@ func (r *replicas) candidates(now time.Time) []string {
 
 // reconcile starts elections for the shards this replica should own and
 // hands off those it should not.
-func (r *replicas) reconcile(ctx context.Context) {
-	ids := r.e.pool.Shards()
+func (r *Replicas) reconcile(ctx context.Context) {
+	ids := r.deps.Pool().Shards()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopping {
 		return
 	}
-	if r.self == nil || isDone(r.self.done) {
+	if r.self == nil || IsDone(r.self.done) {
 		r.electSelf(ctx)
 	}
-	if r.leader != nil && (r.lead == nil || isDone(r.lead.done)) {
+	if r.Leader != nil && (r.lead == nil || IsDone(r.lead.done)) {
 		r.electLeader(ctx)
 	}
 	want := shard.Spread(ids, r.candidates(time.Now()))
@@ -321,7 +363,7 @@ func (r *replicas) reconcile(ctx context.Context) {
 
 // orphans are the shards whose Lease names this replica as holder but
 // that no election here runs for; r.mu is held.
-func (r *replicas) orphans() []int {
+func (r *Replicas) orphans() []int {
 	var out []int
 	for _, s := range r.seen {
 		if s.role != roleShard || s.holder != r.id {
@@ -334,7 +376,7 @@ func (r *replicas) orphans() []int {
 	return out
 }
 
-func isDone(ch <-chan struct{}) bool {
+func IsDone(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
@@ -344,8 +386,8 @@ func isDone(ch <-chan struct{}) bool {
 }
 
 // electSelf holds this replica's own Lease; r.mu is held.
-func (r *replicas) electSelf(ctx context.Context) {
-	lock := r.newLeaseLock(r.replicaLease(), map[string]string{
+func (r *Replicas) electSelf(ctx context.Context) {
+	lock := r.NewLeaseLock(r.replicaLease(), map[string]string{
 		LabelLeaseRole: roleReplica, LabelReplicaStart: strconv.FormatInt(r.start.UnixNano(), 10),
 	})
 	el, err := r.elect(ctx, lock, nil, func() {
@@ -362,17 +404,17 @@ func (r *replicas) electSelf(ctx context.Context) {
 // electLeader runs the election of the leader's Lease; r.mu is held. The
 // leader-only reconcilers do nothing while this replica does not lead; when
 // it starts to lead, every object of their kinds is reconciled.
-func (r *replicas) electLeader(ctx context.Context) {
+func (r *Replicas) electLeader(ctx context.Context) {
 	name := r.o.LeaderLease
-	el, err := r.elect(ctx, r.leader, func(ctx context.Context) { r.takeExpired(ctx, name) }, func() {
-		r.leaderEvent("became leader")
-		r.leadOnce.Do(func() { close(r.firstLead) })
-		if err := r.e.wakeKinds(ctx, leaderKinds); err != nil {
+	el, err := r.elect(ctx, r.Leader, func(ctx context.Context) { r.takeExpired(ctx, name) }, func() {
+		r.LeaderEvent("became leader")
+		r.leadOnce.Do(func() { close(r.FirstLead) })
+		if err := r.deps.WakeKinds(ctx, leaderKinds); err != nil {
 			r.log.Error(err, "waking the leader's reconcilers")
 		}
 	}, func(wasHeld bool) {
 		if wasHeld {
-			r.leaderEvent("stopped leading")
+			r.LeaderEvent("stopped leading")
 		}
 		r.poke()
 	})
@@ -384,17 +426,17 @@ func (r *replicas) electLeader(ctx context.Context) {
 }
 
 // electShard runs the election of shard i's Lease; r.mu is held.
-func (r *replicas) electShard(ctx context.Context, i int) {
+func (r *Replicas) electShard(ctx context.Context, i int) {
 	s := &shardLease{id: i, term: strconv.FormatInt(time.Now().UnixNano(), 10)}
 	name := r.shardLeaseName(i)
-	lock := r.newLeaseLock(name, map[string]string{LabelLeaseRole: roleShard, LabelShard: strconv.Itoa(i), LabelShardTerm: s.term})
+	lock := r.NewLeaseLock(name, map[string]string{LabelLeaseRole: roleShard, LabelShard: strconv.Itoa(i), LabelShardTerm: s.term})
 	el, err := r.elect(ctx, lock, func(ctx context.Context) { r.takeExpired(ctx, name) }, func() {
 		r.log.Info("shard acquired", "replica", r.id, "shard", i, "lease", lock.Describe())
 		r.event(lock, "ShardAcquired", "replica %s owns Helm shard %d", r.id, i)
-		r.e.pool.Recheck()
+		r.deps.Pool().Recheck()
 		// The shard's releases come here: a crashed owner may have left
 		// one pending, and this replica may hold no queued work for it.
-		r.e.wakeShard(i)
+		r.deps.WakeShard(i)
 		r.poke()
 	}, func(wasHeld bool) {
 		if wasHeld {
@@ -403,7 +445,7 @@ func (r *replicas) electShard(ctx context.Context, i int) {
 			// Lost (a hand-off has ended its actions already): the
 			// actions still running there may write no record any more
 			// (mayWrite), and the next owner recovers their revisions.
-			r.e.pool.Cancel(i, errShardLost)
+			r.deps.Pool().Cancel(i, frame.ErrShardLost)
 		}
 		r.mu.Lock()
 		if r.shards[i] == s && !s.releasing {
@@ -424,7 +466,7 @@ func (r *replicas) electShard(ctx context.Context, i int) {
 // retry restarts a pending election at once, when its Lease was released.
 // The old elector must end first: two electors of one identity would both
 // believe they hold the Lease.
-func (r *replicas) retry(s *shardLease) {
+func (r *Replicas) retry(s *shardLease) {
 	s.stop()
 	r.mu.Lock()
 	if r.shards[s.id] == s && !s.releasing && !r.stopping {
@@ -440,19 +482,19 @@ func (r *replicas) retry(s *shardLease) {
 // after a crash, once the Lease shows this term has ended. Releasing the
 // Lease with them running and able to write would leave their revisions
 // pending under a live holder that can no longer finish them.
-func (r *replicas) handOff(s *shardLease) {
-	r.e.pool.Recheck()
+func (r *Replicas) handOff(s *shardLease) {
+	r.deps.Pool().Recheck()
 	ctx, cancel := context.WithTimeout(context.Background(), r.o.HandoffGrace)
-	err := r.e.pool.Drain(ctx, s.id)
+	err := r.deps.Pool().Drain(ctx, s.id)
 	cancel()
 	if err != nil {
 		r.log.Info("handing off shard: cancelling the Helm actions still running", "shard", s.id, "grace", r.o.HandoffGrace.String())
 		r.mu.Lock()
 		s.revoked = true
 		r.mu.Unlock()
-		r.e.pool.Cancel(s.id, errHandedOff)
+		r.deps.Pool().Cancel(s.id, frame.ErrHandedOff)
 		ctx, cancel := context.WithTimeout(context.Background(), r.o.RenewDeadline)
-		if err := r.e.pool.Drain(ctx, s.id); err != nil {
+		if err := r.deps.Pool().Drain(ctx, s.id); err != nil {
 			r.log.Info("handing off shard with actions still running after their cancel", "shard", s.id, "error", err.Error())
 		}
 		cancel()
@@ -467,7 +509,7 @@ func (r *replicas) handOff(s *shardLease) {
 }
 
 // shutdown hands every shard off and gives up this replica's Lease.
-func (r *replicas) shutdown() {
+func (r *Replicas) shutdown() {
 	r.mu.Lock()
 	r.stopping = true
 	self := r.self
@@ -478,7 +520,7 @@ func (r *replicas) shutdown() {
 	}
 	lead := r.lead
 	r.mu.Unlock()
-	r.e.pool.Recheck()
+	r.deps.Pool().Recheck()
 	// The leader's Lease and this replica's own go first, so that the
 	// others lead and plan without it at once.
 	if lead != nil {
@@ -502,7 +544,7 @@ func (r *replicas) shutdown() {
 // shard i: it holds the shard's Lease and renewed it recently enough that
 // nobody else can hold it yet. Running actions finish under it while a
 // shard is handed off.
-func (r *replicas) mayWrite(i int) bool {
+func (r *Replicas) MayWrite(i int) bool {
 	r.mu.Lock()
 	s := r.shards[i]
 	revoked := s != nil && s.revoked
@@ -511,7 +553,7 @@ func (r *replicas) mayWrite(i int) bool {
 }
 
 // owns tells whether new Helm work of shard i may start here.
-func (r *replicas) owns(i int) bool {
+func (r *Replicas) Owns(i int) bool {
 	r.mu.Lock()
 	s := r.shards[i]
 	ok := s != nil && !s.releasing && !r.stopping
@@ -520,7 +562,7 @@ func (r *replicas) owns(i int) bool {
 }
 
 // owned lists the shards this replica owns now.
-func (r *replicas) owned() []int {
+func (r *Replicas) owned() []int {
 	r.mu.Lock()
 	ids := make([]int, 0, len(r.shards))
 	for i := range r.shards {
@@ -529,7 +571,7 @@ func (r *replicas) owned() []int {
 	r.mu.Unlock()
 	out := ids[:0]
 	for _, i := range ids {
-		if r.owns(i) {
+		if r.Owns(i) {
 			out = append(out, i)
 		}
 	}
@@ -538,14 +580,14 @@ func (r *replicas) owned() []int {
 }
 
 // leading tells whether this replica is the leader and may write.
-func (r *replicas) leading() bool {
-	if r.leader == nil {
-		return isDone(r.e.elected())
+func (r *Replicas) Leading() bool {
+	if r.Leader == nil {
+		return IsDone(r.deps.Elected())
 	}
 	r.mu.Lock()
 	lead := r.lead
 	r.mu.Unlock()
-	return lead != nil && lead.isHeld() && r.leader.valid(r.o.RenewDeadline)
+	return lead != nil && lead.isHeld() && r.Leader.valid(r.o.RenewDeadline)
 }
 
 // alive tells whether the holder of a pending Helm revision may still
@@ -556,7 +598,7 @@ func (r *replicas) leading() bool {
 // the elector's stop, mayWrite), so its revision is a leftover although
 // the holder lives. A revision without a claim (written before claims
 // were recorded) is judged by the replica's Lease alone.
-func (r *replicas) alive(h helm.Holder) bool {
+func (r *Replicas) Alive(h helm.Holder) bool {
 	now := time.Now()
 	start := strconv.FormatInt(h.Start.UnixNano(), 10)
 	i, term, claimed := parseClaim(h.Claim)
@@ -596,7 +638,7 @@ func (r *replicas) alive(h helm.Holder) bool {
 
 // claim is what an action of shard i writes its release records under:
 // the shard and this replica's term of its Lease (helm.Options.Claim).
-func (r *replicas) claim(ctx context.Context) string {
+func (r *Replicas) Claim(ctx context.Context) string {
 	i, ok := shard.FromContext(ctx)
 	if !ok {
 		return ""
@@ -620,37 +662,42 @@ func parseClaim(c string) (shard int, term string, ok bool) {
 	return n, term, true
 }
 
-var (
-	errShardLost = frame.ErrShardLost
-	errHandedOff = frame.ErrHandedOff
-)
-
 // fence refuses a write of a Helm release record when the action runs on
 // a shard this replica may no longer write.
-func (r *replicas) fence(ctx context.Context, rel helm.Release) error {
+func (r *Replicas) Fence(ctx context.Context, rel helm.Release) error {
 	i, ok := shard.FromContext(ctx)
-	if !ok || r.mayWrite(i) {
+	if !ok || r.MayWrite(i) {
 		return nil
 	}
 	return fmt.Errorf("replica %s no longer holds Lease %s/%s: not writing release %s", r.id, r.o.Namespace, r.shardLeaseName(i), rel)
 }
 
 // event records a Kubernetes Event on a Lease.
-func (r *replicas) event(lock *heldLock, reason, msg string, args ...any) {
+func (r *Replicas) event(lock *heldLock, reason, msg string, args ...any) {
 	name := strings.TrimPrefix(lock.Describe(), r.o.Namespace+"/")
 	lease := &coordinationv1.Lease{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
 		ObjectMeta: leaseMeta(r.o.Namespace, name),
 	}
-	r.e.recorder.Eventf(lease, nil, corev1.EventTypeNormal, reason, "Lease", msg, args...)
+	r.deps.Recorder.Eventf(lease, nil, corev1.EventTypeNormal, reason, "Lease", msg, args...)
 }
 
 // moved is told by the pool of every tenant placed or moved. A tenant that
 // comes to a shard this replica owns from one it does not own has its
 // releases reconciled here: this replica may hold no work for them.
-func (r *replicas) moved(m shard.Move) {
-	if m.From == m.To || !r.owns(m.To) || (m.From >= 0 && r.owns(m.From)) {
+func (r *Replicas) Moved(m shard.Move) {
+	if m.From == m.To || !r.Owns(m.To) || (m.From >= 0 && r.Owns(m.From)) {
 		return
 	}
-	go r.e.wakeTenant(m.Tenant)
+	go r.deps.WakeTenant(m.Tenant)
+}
+
+// LeaderEvent logs and records the leader Lease's transitions.
+func (r *Replicas) LeaderEvent(what string) {
+	r.log.Info("leader lease: "+what, "replica", r.id, "lease", r.o.Namespace+"/"+r.o.LeaderLease)
+	reason := "LeaderElected"
+	if strings.Contains(what, "stopped") {
+		reason = "LeaderLost"
+	}
+	r.event(r.Leader, reason, "replica %s %s", r.id, what)
 }

@@ -1,4 +1,4 @@
-package engine
+package replicas
 
 import (
 	"bytes"
@@ -58,10 +58,10 @@ const (
 // published is an assignment read from the ConfigMap.
 type published struct {
 	shards  []int
-	tenants map[string]int // nil when the ConfigMap holds none
+	Tenants map[string]int // nil when the ConfigMap holds none
 }
 
-func (r *replicas) assignmentName() string { return r.o.LeasePrefix + "shard-assignment" }
+func (r *Replicas) assignmentName() string { return r.o.LeasePrefix + "shard-assignment" }
 
 // encodeAssignment returns the ConfigMap data of an assignment; tenants
 // is nil when the tenants are too many to publish.
@@ -123,7 +123,7 @@ func decodeAssignment(cm *corev1.ConfigMap) (published, error) {
 	if err != nil {
 		return published{}, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
-	p.tenants = map[string]int{}
+	p.Tenants = map[string]int{}
 	for line := range strings.SplitSeq(string(raw), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 {
@@ -134,7 +134,7 @@ func decodeAssignment(cm *corev1.ConfigMap) (published, error) {
 			return published{}, fmt.Errorf("ConfigMap %s/%s: shard %q is not a shard ID", cm.Namespace, cm.Name, f[0])
 		}
 		for _, id := range f[1:] {
-			p.tenants[id] = s
+			p.Tenants[id] = s
 		}
 	}
 	return p, nil
@@ -142,7 +142,7 @@ func decodeAssignment(cm *corev1.ConfigMap) (published, error) {
 
 // observeAssignment anchors the pool to a published assignment. It runs on
 // the informer's goroutine, without r.mu: the pool calls back into r.
-func (r *replicas) observeAssignment(o any) {
+func (r *Replicas) observeAssignment(o any) {
 	cm, ok := o.(*corev1.ConfigMap)
 	if !ok || cm.Name != r.assignmentName() {
 		return
@@ -156,48 +156,48 @@ func (r *replicas) observeAssignment(o any) {
 }
 
 // anchor places with p as the previous assignment.
-func (r *replicas) anchor(p published) {
-	r.pubMu.Lock()
-	defer r.pubMu.Unlock()
-	if err := r.e.pool.Anchor(p.shards, p.tenants); err != nil {
+func (r *Replicas) anchor(p published) {
+	r.PubMu.Lock()
+	defer r.PubMu.Unlock()
+	if err := r.deps.Pool().Anchor(p.shards, p.Tenants); err != nil {
 		r.log.Error(err, "placing with the published shard assignment")
 		return
 	}
-	r.pub = &p
+	r.Pub = &p
 	r.poke()
 }
 
 // publishAssignment is the leader's part: it publishes the assignment of
 // its pool, or the shard IDs of a new count, when they differ from the
 // published ones.
-func (r *replicas) publishAssignment(ctx context.Context) {
-	if !r.leading() {
+func (r *Replicas) publishAssignment(ctx context.Context) {
+	if !r.Leading() {
 		return
 	}
-	r.pubMu.Lock()
-	pub := r.pub
-	r.pubMu.Unlock()
-	a := r.e.pool.Assignment()
-	n := r.e.opts.Shards
+	r.PubMu.Lock()
+	pub := r.Pub
+	r.PubMu.Unlock()
+	a := r.deps.Pool().Assignment()
+	n := r.deps.Shards
 	if n <= 0 {
 		cur := 0
 		if pub != nil {
 			cur = len(pub.shards)
 		}
-		total, heaviest := r.e.pool.Weights()
+		total, heaviest := r.deps.Pool().Weights()
 		n = shard.Count(cur, total, heaviest.Weight, shard.CountOptions{})
 	}
 	shards, tenants := shard.Range(n), a.Tenants
 	if !slices.Equal(a.Shards, shards) {
 		// A new count: every replica resizes from the same assignment.
 		if pub != nil {
-			tenants = pub.tenants
+			tenants = pub.Tenants
 		}
 	} else if pub != nil && slices.Equal(pub.shards, shards) {
-		if maps.Equal(pub.tenants, tenants) {
+		if maps.Equal(pub.Tenants, tenants) {
 			return
 		}
-		if pub.tenants == nil {
+		if pub.Tenants == nil {
 			// Published without tenants, as too many: still so?
 			if _, binary, err := encodeAssignment(shards, tenants); err == nil && binary == nil {
 				return
@@ -211,7 +211,7 @@ func (r *replicas) publishAssignment(ctx context.Context) {
 
 // writeAssignment creates or updates the ConfigMap; the update carries the
 // resourceVersion read, so that of two writers one fails.
-func (r *replicas) writeAssignment(ctx context.Context, shards []int, tenants map[string]int) error {
+func (r *Replicas) writeAssignment(ctx context.Context, shards []int, tenants map[string]int) error {
 	data, binary, err := encodeAssignment(shards, tenants)
 	if err != nil {
 		return err
