@@ -143,7 +143,7 @@ func (ar *Artifacts) rebuild(ctx context.Context, src frame.Ref, obj client.Obje
 	// byte for byte ours, so that a rebuild could never match its digest.
 	built, derr := ar.download(ctx, staging, sobj, want)
 	if derr == nil {
-		return ar.adopt(ctx, staging, sobj, built, want)
+		return ar.keep(ctx, staging, sobj, built, want)
 	}
 	built, err = ar.deps.Rebuild(ctx, staging, sobj, obj, want.Revision)
 	fetched := ""
@@ -157,7 +157,7 @@ func (ar *Artifacts) rebuild(ctx context.Context, src frame.Ref, obj client.Obje
 		return source.Artifact{}, fmt.Errorf("%s: %w: revision %s rebuilt from upstream has digest %s, but status.artifact.digest is %s%s",
 			src, source.ErrDigestMismatch, want.Revision, built.Digest, want.Digest, fetched)
 	}
-	return ar.adopt(ctx, staging, sobj, built, want)
+	return ar.keep(ctx, staging, sobj, built, want)
 }
 
 // download fetches want from status.artifact.url into staging and checks
@@ -228,10 +228,10 @@ func (ar *Artifacts) artifactClient(ctx context.Context, url string) (*http.Clie
 // follows no redirect, which no artifact server of the engine's sends.
 var ownArtifactClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-// adopt copies a checked artifact from the staging store into the store,
+// keep copies a checked artifact from the staging store into the store,
 // then applies retention with it as the current artifact, since no source
 // reconciler does on a replica that is not the leader.
-func (ar *Artifacts) adopt(ctx context.Context, staging *source.Store, sobj source.Object, built, want source.Artifact) (source.Artifact, error) {
+func (ar *Artifacts) keep(ctx context.Context, staging *source.Store, sobj source.Object, built, want source.Artifact) (source.Artifact, error) {
 	f, err := staging.Open(built)
 	if err != nil {
 		return source.Artifact{}, err
