@@ -144,7 +144,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime $(FUZZTIME) ./engine/internal/replicas/
 	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./apply/decrypt/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./engine/cluster/
-	$(GO) test -run '^$$' -fuzz '^FuzzCacheTransform$$' -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzCacheTransform$$' -fuzztime $(FUZZTIME) ./engine/internal/kinds/
 	$(GO) test -run '^$$' -fuzz '^FuzzSignedContent$$' -fuzztime $(FUZZTIME) ./source/verify/
 	$(GO) test -run '^$$' -fuzz '^FuzzTamperedSignature$$' -fuzztime $(FUZZTIME) ./source/verify/
 

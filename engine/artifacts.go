@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
@@ -28,15 +27,6 @@ func (e *Engine) foreign(a source.Artifact) bool { return e.artifacts.Foreign(a)
 // materialize stores an artifact the store lacks (artifacts.Materialize).
 func (e *Engine) materialize(ctx context.Context, self, src frame.Ref, obj client.Object, want source.Artifact) (source.Artifact, error) {
 	return e.artifacts.Materialize(ctx, self, src, obj, want)
-}
-
-// rebuild builds an artifact again as its kind does: an ArtifactGenerator's
-// output by the generator room, the other sources by the sources room.
-func (e *Engine) rebuild(ctx context.Context, staging *source.Store, sobj source.Object, obj client.Object, revision string) (source.Artifact, error) {
-	if ea, ok := obj.(*sourcev1.ExternalArtifact); ok {
-		return e.generator.Rebuild(ctx, staging, ea, e.artifacts.Slot)
-	}
-	return e.sources.Rebuild(ctx, staging, sobj, obj, revision)
 }
 
 // mirrorLanding returns a channel closed when the replicas' mirror next

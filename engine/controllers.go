@@ -7,15 +7,12 @@ import (
 	"strconv"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/fluxcd/pkg/runtime/predicates"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,15 +27,8 @@ import (
 	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 )
-
-// kindController describes one reconciler: its kind, an empty object of
-// it, and the reconciler.
-type kindController struct {
-	kind       string
-	newObject  func() client.Object
-	reconciler reconcile.Reconciler
-}
 
 // wakeBuffer bounds the wake-up channel of each kind; a full channel is
 // fed from a goroutine, so no wake-up is lost.
@@ -56,18 +46,16 @@ var skipNameValidation = true
 // and sees every event of its kind).
 func (e *Engine) setupControllers(kinds []kindController) error {
 	e.wake = map[string]chan event.GenericEvent{}
-	e.newObject = map[string]func() client.Object{}
 	for _, k := range kinds {
-		kind := k.kind
+		kind := k.Name
 		ch := make(chan event.GenericEvent, wakeBuffer)
-		e.wake[k.kind] = ch
-		e.newObject[k.kind] = k.newObject
-		if !e.reconciles(k.kind) {
+		e.wake[kind] = ch
+		if !e.reconciles(kind) {
 			continue
 		}
 		b := ctrl.NewControllerManagedBy(e.mgr).
-			Named(strings.ToLower(k.kind)). // Flux's controller names, in logs and metrics
-			For(k.newObject(), builder.WithPredicates(predicate.Or(
+			Named(strings.ToLower(kind)). // Flux's controller names, in logs and metrics
+			For(k.New(), builder.WithPredicates(predicate.Or(
 				predicate.GenerationChangedPredicate{},
 				predicates.ReconcileRequestedPredicate{},
 				predicate.LabelChangedPredicate{},
@@ -85,7 +73,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 		// nothing unless this replica leads; with an embedder's manager,
 		// its election starts them. Either way standbys keep the informers
 		// synced, so that a takeover starts warm.
-		onLeader := k.kind != helmv2.HelmReleaseKind
+		onLeader := !k.Sharded
 		reconciler := k.reconciler
 		if onLeader && e.replicas != nil && e.replicas.Leader != nil {
 			onLeader, reconciler = false, leaderOnly{e: e, r: k.reconciler}
@@ -97,14 +85,14 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 				SkipNameValidation: &skipNameValidation,
 				NeedLeaderElection: &onLeader,
 				EnableWarmup:       &onLeader,
-				RateLimiter:        rateLimiter(k.kind),
+				RateLimiter:        rateLimiter(k.Kind),
 			}).
 			Complete(reconciler)
 		if err != nil {
 			return err
 		}
 	}
-	return e.setupDependencies(kinds)
+	return e.setupDependencies()
 }
 
 // reconciles reports whether the engine runs kind's reconciler
@@ -117,13 +105,9 @@ func (e *Engine) reconciles(kind string) bool {
 }
 
 // checkKinds refuses a name in Options.Kinds that is no reconciled kind.
-func checkKinds(names []string, kinds []kindController) error {
+func checkKinds(names, known []string) error {
 	for _, n := range names {
-		if !slices.ContainsFunc(kinds, func(k kindController) bool { return k.kind == n }) {
-			known := make([]string, len(kinds))
-			for i, k := range kinds {
-				known[i] = k.kind
-			}
+		if !slices.Contains(known, n) {
 			return fmt.Errorf("kind %q is not one the engine reconciles (%s)", n, strings.Join(known, ", "))
 		}
 	}
@@ -135,19 +119,17 @@ func checkKinds(names []string, kinds []kindController) error {
 // comes from the informer, so the woken reconcile reads the state that
 // woke it), and an object's metrics go with it. It runs on every replica,
 // as the HelmRelease reconciler does; its own queue stays empty.
-func (e *Engine) setupDependencies(kinds []kindController) error {
-	reconciled := map[string]bool{}
-	for _, k := range kinds {
-		reconciled[k.kind] = e.reconciles(k.kind)
-	}
+func (e *Engine) setupDependencies() error {
 	every := false
 	b := ctrl.NewControllerManagedBy(e.mgr).Named("dependencies")
-	for _, dep := range dependencyKinds(kinds) {
-		kind := dep.kind
+	// Every kind a unit can wait on: every reconciled kind, and
+	// ExternalArtifact, which the ArtifactGenerator writes.
+	for _, dep := range kinds.All() {
+		kind, reconciled := dep.Name, dep.Reconciled && e.reconciles(dep.Name)
 		wake := func(o client.Object) {
 			e.wakeDependents(frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
 		}
-		b = b.Watches(dep.newObject(), handler.Funcs{
+		b = b.Watches(dep.New(), handler.Funcs{
 			CreateFunc: func(_ context.Context, ev event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				wake(ev.Object)
 			},
@@ -158,7 +140,7 @@ func (e *Engine) setupDependencies(kinds []kindController) error {
 				wake(ev.Object)
 			},
 			DeleteFunc: func(_ context.Context, ev event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				if reconciled[kind] {
+				if reconciled {
 					e.metrics.Forget(kind, ev.Object.GetNamespace(), ev.Object.GetName())
 				}
 				wake(ev.Object)
@@ -190,17 +172,11 @@ func (e *Engine) addToQueue(ref frame.Ref) bool {
 	return true
 }
 
-// rateLimiter returns the workqueue rate limiter of kind's controller.
-// The source kinds and HelmRelease retry a failure with Flux's exponential
-// backoff (750 ms doubling to 15 min, reset by a success), the limiter
-// source- and helm-controller run with (helm-controller returns a failed
-// release to controller-runtime); Kustomization retries after its
-// spec.retryInterval, as kustomize-controller does, and keeps
-// controller-runtime's default (nil) for the errors it returns.
-func rateLimiter(kind string) workqueue.TypedRateLimiter[reconcile.Request] {
-	switch kind {
-	case sourcev1.GitRepositoryKind, sourcev1.OCIRepositoryKind, sourcev1.BucketKind,
-		sourcev1.HelmRepositoryKind, sourcev1.HelmChartKind, helmv2.HelmReleaseKind:
+// rateLimiter returns the workqueue rate limiter of kind's controller:
+// Flux's exponential backoff for the kinds whose Flux controllers retry so
+// (kinds.Kind.Backoff), else controller-runtime's default (nil).
+func rateLimiter(k kinds.Kind) workqueue.TypedRateLimiter[reconcile.Request] {
+	if k.Backoff {
 		return runtimectrl.GetDefaultRateLimiter()
 	}
 	return nil
@@ -217,7 +193,7 @@ func (e *Engine) enqueue(ref frame.Ref) {
 	if !ok {
 		return
 	}
-	obj := e.newObject[ref.Kind]()
+	obj, _ := e.newObjectOf(ref.Kind)
 	obj.SetNamespace(ref.Namespace)
 	obj.SetName(ref.Name)
 	ev := event.GenericEvent{Object: obj}
@@ -226,13 +202,6 @@ func (e *Engine) enqueue(ref frame.Ref) {
 	default:
 		go func() { ch <- ev }()
 	}
-}
-
-// dependencyKinds are the kinds a unit can wait on: every reconciled kind,
-// and ExternalArtifact, which the ArtifactGenerator writes.
-func dependencyKinds(kinds []kindController) []kindController {
-	out := append([]kindController(nil), kinds...)
-	return append(out, kindController{kind: sourcev1.ExternalArtifactKind, newObject: func() client.Object { return &sourcev1.ExternalArtifact{} }})
 }
 
 // readinessChanged passes updates that can unblock a dependent: the Ready
@@ -278,11 +247,11 @@ func (e *Engine) Wake(ctx context.Context) error {
 
 // wake re-enqueues every object of the kinds that match.
 func (e *Engine) wakeKinds(ctx context.Context, match func(kind string) bool) error {
-	for kind, newObj := range e.newObject {
+	for kind := range e.wake {
 		if !match(kind) {
 			continue
 		}
-		list, err := e.listKind(ctx, kind, newObj)
+		list, err := e.listKind(ctx, kind)
 		if err != nil {
 			return err
 		}
@@ -293,20 +262,9 @@ func (e *Engine) wakeKinds(ctx context.Context, match func(kind string) bool) er
 	return nil
 }
 
-func (e *Engine) listKind(ctx context.Context, kind string, newObj func() client.Object) ([]types.NamespacedName, error) {
-	gvk, err := apiutil.GVKForObject(newObj(), e.mgr.GetScheme())
-	if err != nil {
-		return nil, err
-	}
-	gvk.Kind += "List"
-	obj, err := e.mgr.GetScheme().New(gvk)
-	if err != nil {
-		return nil, err
-	}
-	list, ok := obj.(client.ObjectList)
-	if !ok {
-		return nil, fmt.Errorf("%s is not a list", gvk)
-	}
+func (e *Engine) listKind(ctx context.Context, kind string) ([]types.NamespacedName, error) {
+	k, _ := kinds.Get(kind)
+	list := k.NewList()
 	if err := e.mgr.GetClient().List(ctx, list); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", kind, err)
 	}

@@ -46,6 +46,7 @@ import (
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 	"github.com/cozystack/cozy-aio/engine/internal/kustomization"
 	"github.com/cozystack/cozy-aio/engine/internal/notifications"
 	"github.com/cozystack/cozy-aio/engine/internal/replicas"
@@ -125,8 +126,9 @@ type Engine struct {
 	// reconcilers use it.
 	runCtx atomic.Pointer[context.Context]
 
-	wake      map[string]chan event.GenericEvent
-	newObject map[string]func() client.Object
+	// registered are the families' registrations by kind (kinds.go).
+	registered map[string]frame.Registration
+	wake       map[string]chan event.GenericEvent
 	// queues are the work queues of the kinds' controllers, each set when
 	// its controller starts (controllers.go).
 	queues sync.Map // kind -> workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -137,7 +139,7 @@ type Engine struct {
 // through the Lease Replicas.LeaderLease.
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	// Before anything is opened (the artifact server's listener).
-	if err := checkKinds(opts.Kinds, (&Engine{}).kinds()); err != nil {
+	if err := checkKinds(opts.Kinds, reconciledKinds()); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
@@ -178,9 +180,9 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 		// HelmRelease (one entry per writer, with the fields it owns).
 		//
 		// And the HelmReleases and HelmCharts share one copy of the
-		// strings they have in common (cache_intern.go): 527 B less per
+		// strings they have in common (engine/internal/kinds): 527 B less per
 		// cached HelmRelease, 320 B per HelmChart.
-		Cache: cache.Options{DefaultTransform: cacheTransform(&interner{})},
+		Cache: cache.Options{DefaultTransform: kinds.CacheTransform()},
 		// core/v1 Events, as Flux records them, written in parallel
 		// (events.go).
 		EventBroadcaster: frame.NewEventBroadcaster(), //nolint:staticcheck
@@ -316,13 +318,18 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		HelmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}), Stored: e.stored, SourceArtifact: e.sourceArtifact,
 		Enqueue: e.enqueue, Slot: e.artifacts.Slot}, sources.Options{HelmIndexMaxSize: opts.HelmIndexMaxSize, HelmChartMaxSize: opts.HelmChartMaxSize})
 	e.generator = generator.New(generator.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher, Graph: e.graph,
-		Recorder: e.recorder, SourceArtifact: e.sourceArtifact}, generator.Options{DefaultInterval: opts.DefaultInterval,
+		Recorder: e.recorder, SourceArtifact: e.sourceArtifact, Slot: e.artifacts.Slot}, generator.Options{DefaultInterval: opts.DefaultInterval,
 		FieldManager: opts.FieldManager, Restricted: opts.Restricted, DefaultServiceAccount: opts.DefaultServiceAccount,
 		MemoryBytes: opts.GeneratorMemoryBytes, PrivateExtraction: opts.privateExtraction})
-	if err := e.setupControllers(e.kinds()); err != nil {
+	e.registered = e.registrations()
+	ks, err := e.kinds()
+	if err != nil {
 		return nil, err
 	}
-	if err := e.setupConfigWatches(e.kinds()); err != nil {
+	if err := e.setupControllers(ks); err != nil {
+		return nil, err
+	}
+	if err := e.setupConfigWatches(ks); err != nil {
 		return nil, err
 	}
 	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(func(ctx context.Context) error { return e.helmrelease.ReportQueues(ctx) }), manager.RunnableFunc(e.targets.Sweep), e.generator.Extracts()}
@@ -526,13 +533,4 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// newObjectOf returns an empty object of a kind the engine reconciles.
-func (e *Engine) newObjectOf(kind string) (client.Object, bool) {
-	newObj, ok := e.newObject[kind]
-	if !ok {
-		return nil, false
-	}
-	return newObj(), true
 }

@@ -1,24 +1,74 @@
 package engine
 
 import (
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
+	"context"
+	"fmt"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
+	"github.com/cozystack/cozy-aio/source"
 )
 
-// kinds lists the reconcilers the engine runs.
-func (e *Engine) kinds() []kindController {
-	src := e.sources.Reconcilers()
-	return []kindController{
-		{kind: sourcev1.GitRepositoryKind, newObject: func() client.Object { return &sourcev1.GitRepository{} }, reconciler: src[0].Reconciler},
-		{kind: sourcev1.OCIRepositoryKind, newObject: func() client.Object { return &sourcev1.OCIRepository{} }, reconciler: src[1].Reconciler},
-		{kind: sourcev1.BucketKind, newObject: func() client.Object { return &sourcev1.Bucket{} }, reconciler: src[2].Reconciler},
-		{kind: sourcev1.HelmRepositoryKind, newObject: func() client.Object { return &sourcev1.HelmRepository{} }, reconciler: src[3].Reconciler},
-		{kind: sourcev1.HelmChartKind, newObject: func() client.Object { return &sourcev1.HelmChart{} }, reconciler: src[4].Reconciler},
-		{kind: kustomizev1.KustomizationKind, newObject: func() client.Object { return &kustomizev1.Kustomization{} }, reconciler: e.kustomization},
-		{kind: helmv2.HelmReleaseKind, newObject: func() client.Object { return &helmv2.HelmRelease{} }, reconciler: e.helmrelease},
-		{kind: swv1beta1.ArtifactGeneratorKind, newObject: func() client.Object { return &swv1beta1.ArtifactGenerator{} }, reconciler: e.generator},
+// kindController is one reconciled kind of the table with its family's
+// reconciler.
+type kindController struct {
+	kinds.Kind
+	reconciler reconcile.Reconciler
+}
+
+// registrations is what the families do for the kinds of the table:
+// their reconcilers and rebuilds, by kind.
+func (e *Engine) registrations() map[string]frame.Registration {
+	out := map[string]frame.Registration{}
+	for _, f := range []interface{ Kinds() []frame.Registration }{e.sources, e.kustomization, e.helmrelease, e.generator} {
+		for _, r := range f.Kinds() {
+			out[r.Kind] = r
+		}
 	}
+	return out
+}
+
+// kinds lists the reconcilers the engine runs: every reconciled kind of
+// the table (engine/internal/kinds), with the reconciler its family
+// registers.
+func (e *Engine) kinds() ([]kindController, error) {
+	var out []kindController
+	for _, k := range kinds.All() {
+		if !k.Reconciled {
+			continue
+		}
+		r := e.registered[k.Name].Reconciler
+		if r == nil {
+			return nil, fmt.Errorf("no family registers a reconciler of %s", k.Name)
+		}
+		out = append(out, kindController{Kind: k, reconciler: r})
+	}
+	return out, nil
+}
+
+// reconciledKinds are the names of the kinds the engine reconciles.
+func reconciledKinds() []string { return kinds.Names(func(k kinds.Kind) bool { return k.Reconciled }) }
+
+// newObjectOf returns an empty object of a kind the engine reconciles.
+func (e *Engine) newObjectOf(kind string) (client.Object, bool) {
+	k, ok := kinds.Get(kind)
+	if !ok || !k.Reconciled {
+		return nil, false
+	}
+	return k.New(), true
+}
+
+// rebuild builds an artifact again as its kind's family does (the
+// Registration's Rebuild): an ArtifactGenerator's output by the generator
+// room, the other sources by the sources room.
+func (e *Engine) rebuild(ctx context.Context, staging *source.Store, sobj source.Object, obj client.Object, revision string) (source.Artifact, error) {
+	if k, ok := kinds.Of(obj); ok {
+		if r := e.registered[k.Name].Rebuild; r != nil {
+			return r(ctx, staging, sobj, obj, revision)
+		}
+	}
+	return source.Artifact{}, fmt.Errorf("%T cannot be rebuilt", obj)
 }

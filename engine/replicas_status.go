@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 	"github.com/cozystack/cozy-aio/engine/internal/replicas"
 	"github.com/cozystack/cozy-aio/shard"
 )
@@ -49,7 +49,7 @@ func (e *Engine) mayWriteStatus(ctx context.Context, kind string, obj client.Obj
 	if e.replicas == nil {
 		return true
 	}
-	if kind != helmv2.HelmReleaseKind {
+	if k, _ := kinds.Get(kind); !k.Sharded {
 		return e.replicas.Leading()
 	}
 	i, ok := shard.FromContext(ctx)

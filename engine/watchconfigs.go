@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,6 +18,7 @@ import (
 	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 )
 
 // DefaultWatchConfigsSelector selects the ConfigMaps and Secrets whose
@@ -36,42 +35,16 @@ const (
 	WatchNoConfigs = "-"
 )
 
-// configRefs returns the ConfigMaps and Secrets a HelmRelease or a
-// Kustomization reads: what helm- and kustomize-controller index for their
-// config watches (valuesFrom, postBuild.substituteFrom,
-// decryption.secretRef, kubeConfig).
+// configRefs returns the ConfigMaps and Secrets obj reads, as its kind's
+// entry says (kinds.Kind.Configs).
 func configRefs(o client.Object) []frame.Ref {
+	k, ok := kinds.Of(o)
+	if !ok || k.Configs == nil {
+		return nil
+	}
 	var out []frame.Ref
-	add := func(kind, name string) {
-		if kind == "ConfigMap" || kind == "Secret" {
-			out = append(out, frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: name})
-		}
-	}
-	var kc *meta.KubeConfigReference
-	switch obj := o.(type) {
-	case *helmv2.HelmRelease:
-		kc = obj.Spec.KubeConfig
-		for _, ref := range obj.Spec.ValuesFrom {
-			add(ref.Kind, ref.Name)
-		}
-	case *kustomizev1.Kustomization:
-		kc = obj.Spec.KubeConfig
-		if pb := obj.Spec.PostBuild; pb != nil {
-			for _, ref := range pb.SubstituteFrom {
-				add(ref.Kind, ref.Name)
-			}
-		}
-		if d := obj.Spec.Decryption; d != nil && d.SecretRef != nil {
-			add("Secret", d.SecretRef.Name)
-		}
-	}
-	if kc != nil {
-		if kc.ConfigMapRef != nil {
-			add("ConfigMap", kc.ConfigMapRef.Name)
-		}
-		if kc.SecretRef != nil {
-			add("Secret", kc.SecretRef.Name)
-		}
+	for _, c := range k.Configs(o) {
+		out = append(out, frame.Ref{Kind: c.Kind, Namespace: o.GetNamespace(), Name: c.Name})
 	}
 	return out
 }
@@ -114,7 +87,7 @@ func (e *Engine) setupConfigWatches(kinds []kindController) error {
 	}
 	users := false
 	for _, k := range kinds {
-		users = users || k.kind == helmv2.HelmReleaseKind || k.kind == kustomizev1.KustomizationKind
+		users = users || k.Configs != nil
 	}
 	if !users {
 		return nil

@@ -8,16 +8,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cozystack/cozy-aio/internal/egress"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
+	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/source"
 )
 
@@ -147,28 +147,19 @@ type Object interface {
 	GetArtifact() *meta.Artifact
 }
 
-// NewObject returns an empty object of a source kind whose
-// artifact consumers read.
+// NewObject returns an empty object of a kind whose artifact consumers
+// read (kinds.Kind.Artifact).
 func NewObject(kind string) (Object, bool) {
-	switch kind {
-	case sourcev1.GitRepositoryKind:
-		return &sourcev1.GitRepository{}, true
-	case sourcev1.OCIRepositoryKind:
-		return &sourcev1.OCIRepository{}, true
-	case sourcev1.ExternalArtifactKind:
-		return &sourcev1.ExternalArtifact{}, true
-	case sourcev1.HelmChartKind:
-		return &sourcev1.HelmChart{}, true
-	case sourcev1.BucketKind:
-		return &sourcev1.Bucket{}, true
+	k, ok := kinds.Get(kind)
+	if !ok || !k.Artifact {
+		return nil, false
 	}
-	return nil, false
+	return k.New().(Object), true
 }
 
-// Kinds are the source kinds whose artifact consumers read, and
-// which the artifact server answers for.
-var Kinds = []string{sourcev1.GitRepositoryKind, sourcev1.OCIRepositoryKind,
-	sourcev1.ExternalArtifactKind, sourcev1.HelmChartKind, sourcev1.BucketKind}
+// Kinds are the kinds whose artifact consumers read, and which the
+// artifact server answers for.
+var Kinds = kinds.Names(func(k kinds.Kind) bool { return k.Artifact })
 
 // artifactWait bounds how long a request for an artifact the store lacks
 // waits for the engine's own work to store it before the server answers

@@ -10,6 +10,8 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 )
 
 // Reasons the engine adds to Flux's.
@@ -31,9 +33,10 @@ const (
 // Dependencies from spec.dependsOn and from the annotation form one graph.
 const DependsOnAnnotation = "cozy-aio.cozystack.io/depends-on"
 
-var dependableKinds = map[string]bool{
-	"Kustomization": true, "HelmRelease": true,
-	"GitRepository": true, "OCIRepository": true, "ArtifactGenerator": true, "ExternalArtifact": true,
+// dependable tells whether DependsOnAnnotation may name kind.
+func dependable(kind string) bool {
+	k, ok := kinds.Get(kind)
+	return ok && k.Dependable
 }
 
 // parseDependsOn parses the value of DependsOnAnnotation.
@@ -54,7 +57,7 @@ func ParseDependsOn(value, namespace string) ([]Ref, error) {
 		default:
 			return nil, fmt.Errorf("%s: %q is not Kind/name or Kind/namespace/name", DependsOnAnnotation, item)
 		}
-		if !dependableKinds[r.Kind] {
+		if !dependable(r.Kind) {
 			return nil, fmt.Errorf("%s: kind %q in %q is not one the engine reconciles", DependsOnAnnotation, r.Kind, item)
 		}
 		if r.Name == "" || r.Namespace == "" {

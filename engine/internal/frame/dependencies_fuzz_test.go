@@ -36,7 +36,7 @@ func FuzzParseDependsOn(f *testing.F) {
 		self := Ref{Kind: "Kustomization", Namespace: namespace, Name: "self"}
 		parts := make([]string, 0, len(refs))
 		for _, r := range refs {
-			if !dependableKinds[r.Kind] || r.Namespace == "" || r.Name == "" {
+			if !dependable(r.Kind) || r.Namespace == "" || r.Name == "" {
 				t.Fatalf("parsed %+v from %q", r, value)
 			}
 			if strings.Contains(r.Namespace, "/") || strings.Contains(r.Name, "/") {

@@ -6,55 +6,31 @@ import (
 	"sync"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 )
 
-// eventAction is the action of the Event that reports out for an object
+// EventAction is the action of the Event that reports out for an object
 // of kind: the stage of the reconcile it comes from, as Flux 2.10's
-// controllers name their stages (the Action constants of each API:
-// kustomize-controller/api, helm-controller/api, source-watcher/api), so
-// that Alerts and providers receive the same action. Sources report every
-// outcome as Reconcile, as source-controller does.
+// controllers name their stages (kinds.EventAction: the kind's entry
+// names them), so that Alerts and providers receive the same action.
+// Sources report every outcome as Reconcile, as source-controller does.
 func EventAction(kind string, out Outcome) string {
 	if out.Action != "" {
 		return out.Action
 	}
-	switch kind {
-	case kustomizev1.KustomizationKind, helmv2.HelmReleaseKind, swv1beta1.ArtifactGeneratorKind:
-	default:
-		return string(sourcev1.ActionReconcile)
+	reason := out.Reason
+	if reason == DependencyCycleReason {
+		reason = meta.DependencyNotReadyReason
 	}
-	switch out.Reason {
-	case meta.DependencyNotReadyReason, DependencyCycleReason:
-		if kind != swv1beta1.ArtifactGeneratorKind {
-			return string(kustomizev1.ActionCheckDependencies)
-		}
-	case meta.ArtifactFailedReason:
-		return string(kustomizev1.ActionResolveSource)
-	case meta.HealthCheckFailedReason:
-		if kind != swv1beta1.ArtifactGeneratorKind {
-			return string(kustomizev1.ActionHealthCheck)
-		}
-	case "ValuesError":
-		if kind == helmv2.HelmReleaseKind {
-			return string(helmv2.ActionResolveValues)
-		}
-	case meta.BuildFailedReason:
-		if kind == swv1beta1.ArtifactGeneratorKind {
-			return string(swv1beta1.ActionBuild)
-		}
-	}
-	return string(kustomizev1.ActionReconcile)
+	return kinds.EventAction(kind, reason)
 }
 
 // coreEvents records Kubernetes Events as core/v1 Events (client-go's

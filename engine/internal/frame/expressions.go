@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/cel"
@@ -13,17 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 	"github.com/cozystack/cozy-aio/health"
 )
 
 // specDependsOn returns spec.dependsOn of the kinds whose dependencies may
 // carry a readyExpr, and the kind they name.
 func specDependsOn(obj client.Object) (string, []meta.DependencyReference) {
-	switch o := obj.(type) {
-	case *kustomizev1.Kustomization:
-		return kustomizev1.KustomizationKind, o.Spec.DependsOn
-	case *helmv2.HelmRelease:
-		return helmv2.HelmReleaseKind, o.Spec.DependsOn
+	if k, ok := kinds.Of(obj); ok && k.DependsOn != nil {
+		return k.Name, k.DependsOn(obj)
 	}
 	return "", nil
 }

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 )
 
 // reconcileLog returns the logger of one reconcile with Flux's keys:
@@ -48,18 +48,7 @@ func (f *Finisher) logOutcome(ctx context.Context, kind string, obj, orig Object
 	}
 }
 
-// revisionOf returns the revision an object last acted on: a source's
-// artifact, a Kustomization's or HelmRelease's last attempted revision.
-func RevisionOf(obj Object) string {
-	switch o := obj.(type) {
-	case *kustomizev1.Kustomization:
-		return o.Status.LastAttemptedRevision
-	case *helmv2.HelmRelease:
-		return o.Status.LastAttemptedRevision
-	case interface{ GetArtifact() *meta.Artifact }:
-		if a := o.GetArtifact(); a != nil {
-			return a.Revision
-		}
-	}
-	return ""
-}
+// RevisionOf returns the revision an object last acted on: a source's
+// artifact, a Kustomization's or HelmRelease's last attempted revision
+// (kinds.Revision).
+func RevisionOf(obj Object) string { return kinds.Revision(obj) }

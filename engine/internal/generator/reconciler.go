@@ -61,6 +61,8 @@ type Deps struct {
 	// SourceArtifact resolves a source's artifact, materialising one the
 	// store lacks.
 	SourceArtifact func(ctx context.Context, self frame.Ref, kind, namespace, name string) (source.Artifact, frame.Outcome, bool)
+	// Slot bounds the rebuilds in flight.
+	Slot func(context.Context) (func(), error)
 }
 
 // Reconciler composes ExternalArtifacts from several
@@ -367,10 +369,21 @@ func (r *Reconciler) writeExternalArtifact(ctx context.Context, gen *swv1beta1.A
 	return nil
 }
 
+// Kinds registers the ArtifactGenerator's reconciler and the rebuild of
+// the ExternalArtifacts it writes.
+func (r *Reconciler) Kinds() []frame.Registration {
+	return []frame.Registration{
+		{Kind: swv1beta1.ArtifactGeneratorKind, Reconciler: r},
+		{Kind: sourcev1.ExternalArtifactKind, Rebuild: frame.RebuildAs(func(ctx context.Context, staging *source.Store, _ source.Object, ea *sourcev1.ExternalArtifact, _ string) (source.Artifact, error) {
+			return r.Rebuild(ctx, staging, ea)
+		})},
+	}
+}
+
 // Rebuild composes an ArtifactGenerator's output again from the
 // generator's sources, materialising those the store lacks, as the
-// reconciler does, into staging. slot bounds the rebuilds in flight.
-func (r *Reconciler) Rebuild(ctx context.Context, staging *source.Store, ea *sourcev1.ExternalArtifact, slot func(context.Context) (func(), error)) (source.Artifact, error) {
+// reconciler does, into staging. Deps.Slot bounds the rebuilds in flight.
+func (r *Reconciler) Rebuild(ctx context.Context, staging *source.Store, ea *sourcev1.ExternalArtifact) (source.Artifact, error) {
 	sr := ea.Spec.SourceRef
 	if sr == nil || sr.Kind != swv1beta1.ArtifactGeneratorKind {
 		return source.Artifact{}, errors.New("only the artifact of an ArtifactGenerator (spec.sourceRef) can be rebuilt")
@@ -400,7 +413,7 @@ func (r *Reconciler) Rebuild(ctx context.Context, staging *source.Store, ea *sou
 	if i < 0 {
 		return source.Artifact{}, fmt.Errorf("%s has no output %s/%s", self, ea.Namespace, ea.Name)
 	}
-	release, err := slot(ctx)
+	release, err := r.deps.Slot(ctx)
 	if err != nil {
 		return source.Artifact{}, err
 	}

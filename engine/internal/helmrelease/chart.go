@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 )
 
 // chartFailureRetry is how soon a release whose HelmChart failed before
@@ -149,13 +150,9 @@ func setGeneratedSpec(have, want client.Object) {
 // generatedStatus is what the engine reads of a generated object's
 // status: the generation it observed and its artifact.
 func generatedStatus(o client.Object) (observed int64, artifact *meta.Artifact) {
-	switch g := o.(type) {
-	case *sourcev1.OCIRepository:
-		return g.Status.ObservedGeneration, g.Status.Artifact
-	case *sourcev1.HelmChart:
-		return g.Status.ObservedGeneration, g.Status.Artifact
-	}
-	return 0, nil
+	k, _ := kinds.Of(o)
+	s := k.Status(o)
+	return s.ObservedGeneration, s.Artifact
 }
 
 // helmChartChanged reports whether the HelmChart in the cluster differs

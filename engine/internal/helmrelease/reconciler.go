@@ -99,6 +99,11 @@ func New(d Deps, o Options) *Reconciler {
 	return r
 }
 
+// Kinds registers the reconciler of its kind.
+func (r *Reconciler) Kinds() []frame.Registration {
+	return []frame.Registration{{Kind: helmv2.HelmReleaseKind, Reconciler: r}}
+}
+
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &helmv2.HelmRelease{}
 	if err := r.deps.Client.Get(ctx, req.NamespacedName, obj); err != nil {

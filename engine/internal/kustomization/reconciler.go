@@ -79,6 +79,11 @@ type Reconciler struct {
 // New returns the Kustomization reconciler.
 func New(d Deps, o Options) *Reconciler { return &Reconciler{deps: d, opts: o} }
 
+// Kinds registers the reconciler of its kind.
+func (r *Reconciler) Kinds() []frame.Registration {
+	return []frame.Registration{{Kind: kustomizev1.KustomizationKind, Reconciler: r}}
+}
+
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &kustomizev1.Kustomization{}
 	if err := r.deps.Client.Get(ctx, req.NamespacedName, obj); err != nil {

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 	"github.com/cozystack/cozy-aio/internal/egress"
 	"github.com/cozystack/cozy-aio/notify"
 )
@@ -212,16 +213,9 @@ func (n *Notifier) eventMetadata(obj client.Object, annotations map[string]strin
 			md[key] = v
 		}
 	}
-	switch o := obj.(type) {
-	case *kustomizev1.Kustomization:
-		setIf(md, eventv1.MetaRevisionKey, o.Status.LastAttemptedRevision)
-	case *helmv2.HelmRelease:
-		setIf(md, eventv1.MetaRevisionKey, o.Status.LastAttemptedRevision)
-		setIf(md, eventv1.MetaOriginRevisionKey, n.chartOrigin(o))
-	case interface{ GetArtifact() *meta.Artifact }:
-		if a := o.GetArtifact(); a != nil {
-			setIf(md, eventv1.MetaRevisionKey, a.Revision)
-		}
+	setIf(md, eventv1.MetaRevisionKey, kinds.Revision(obj))
+	if hr, ok := obj.(*helmv2.HelmRelease); ok {
+		setIf(md, eventv1.MetaOriginRevisionKey, n.chartOrigin(hr))
 	}
 	if len(md) == 0 {
 		return nil

@@ -42,6 +42,10 @@ const (
 	legacyHelmChartLayerMediaType = "application/tar+gzip"
 )
 
+// chartSourceKinds are the kinds a HelmChart's spec.sourceRef may name,
+// as the HelmChart CRD enumerates them.
+var chartSourceKinds = []string{sourcev1.HelmRepositoryKind, sourcev1.GitRepositoryKind, sourcev1.BucketKind}
+
 // helmChartReconciler stores a chart as an artifact: pulled from a
 // HelmRepository (HTTP index or OCI registry), or packaged from a path of
 // a GitRepository or Bucket artifact.
@@ -89,9 +93,7 @@ func (r *helmChartReconciler) reconcile(ctx context.Context, obj *sourcev1.HelmC
 		return frame.Stalled(frame.UnsupportedFieldReason, err)
 	}
 	sr := obj.Spec.SourceRef
-	switch sr.Kind {
-	case sourcev1.HelmRepositoryKind, sourcev1.GitRepositoryKind, sourcev1.BucketKind:
-	default:
+	if !slices.Contains(chartSourceKinds, sr.Kind) {
 		return frame.Stalled(meta.ArtifactFailedReason, fmt.Errorf("%s: spec.sourceRef.kind %q is not HelmRepository, GitRepository or Bucket", self, sr.Kind))
 	}
 	src := frame.Ref{Kind: sr.Kind, Namespace: obj.Namespace, Name: sr.Name}

@@ -7,31 +7,12 @@ import (
 	"strings"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/source"
 	"github.com/cozystack/cozy-aio/source/git"
 	"github.com/cozystack/cozy-aio/source/oci"
 )
-
-// Rebuild builds the artifact of revision again from upstream into
-// staging, as the object's reconciler built it (its options, ignore rules,
-// layer selector and includes as status records them), for a replica or a
-// restart whose store lacks it.
-func (s *Sources) Rebuild(ctx context.Context, staging *source.Store, sobj source.Object, obj client.Object, revision string) (source.Artifact, error) {
-	switch o := obj.(type) {
-	case *sourcev1.GitRepository:
-		return s.rebuildGit(ctx, staging, sobj, o, revision)
-	case *sourcev1.OCIRepository:
-		return s.rebuildOCI(ctx, staging, sobj, o, revision)
-	case *sourcev1.Bucket:
-		return s.rebuildBucket(ctx, staging, sobj, o, revision)
-	case *sourcev1.HelmChart:
-		return s.rebuildHelmChart(ctx, staging, sobj, o, revision)
-	}
-	return source.Artifact{}, fmt.Errorf("%T cannot be rebuilt", obj)
-}
 
 // rebuildGit fetches the commit of revision with the reconciler's options
 // and the ignore rules the artifact was built with.

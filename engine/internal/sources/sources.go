@@ -4,9 +4,9 @@ import (
 	"context"
 	"net"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/internal/egress"
@@ -64,19 +64,16 @@ type Sources struct {
 // New returns the source reconcilers.
 func New(d Deps, o Options) *Sources { return &Sources{deps: d, opts: o} }
 
-// Reconcilers returns each source kind's reconciler.
-func (s *Sources) Reconcilers() []Kind {
-	return []Kind{
-		{Kind: "GitRepository", Reconciler: &gitRepositoryReconciler{s: s}},
-		{Kind: "OCIRepository", Reconciler: &ociRepositoryReconciler{s: s}},
-		{Kind: "Bucket", Reconciler: &bucketReconciler{s: s}},
-		{Kind: "HelmRepository", Reconciler: &helmRepositoryReconciler{s: s}},
-		{Kind: "HelmChart", Reconciler: &helmChartReconciler{s: s}},
+// Kinds registers each source kind's reconciler and, for the kinds whose
+// artifact units read, its rebuild: as the object's reconciler built it
+// (its options, ignore rules, layer selector and includes as status
+// records them), for a replica or a restart whose store lacks it.
+func (s *Sources) Kinds() []frame.Registration {
+	return []frame.Registration{
+		{Kind: sourcev1.GitRepositoryKind, Reconciler: &gitRepositoryReconciler{s: s}, Rebuild: frame.RebuildAs(s.rebuildGit)},
+		{Kind: sourcev1.OCIRepositoryKind, Reconciler: &ociRepositoryReconciler{s: s}, Rebuild: frame.RebuildAs(s.rebuildOCI)},
+		{Kind: sourcev1.BucketKind, Reconciler: &bucketReconciler{s: s}, Rebuild: frame.RebuildAs(s.rebuildBucket)},
+		{Kind: sourcev1.HelmRepositoryKind, Reconciler: &helmRepositoryReconciler{s: s}},
+		{Kind: sourcev1.HelmChartKind, Reconciler: &helmChartReconciler{s: s}, Rebuild: frame.RebuildAs(s.rebuildHelmChart)},
 	}
-}
-
-// Kind is one source kind's reconciler.
-type Kind struct {
-	Kind       string
-	Reconciler reconcile.Reconciler
 }

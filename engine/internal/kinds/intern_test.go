@@ -1,4 +1,4 @@
-package engine
+package kinds
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package engine
+package kinds
 
 import (
 	"sync"
@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // interner hands out one shared copy of each string it is given, so that
@@ -45,8 +46,11 @@ func (in *interner) intern(s string) string {
 	return s
 }
 
-// cacheTransform is the engine's cache transform: it strips managedFields
-// from every object and interns the shared strings of HelmReleases.
+// CacheTransform is the engine's cache transform: it strips managedFields
+// from every object and interns the strings the cached objects of a kind
+// share (the kind's entry says which: HelmReleases and HelmCharts).
+func CacheTransform() toolscache.TransformFunc { return cacheTransform(&interner{}) }
+
 func cacheTransform(in *interner) toolscache.TransformFunc {
 	strip := cache.TransformStripManagedFields()
 	return func(obj any) (any, error) {
@@ -54,12 +58,10 @@ func cacheTransform(in *interner) toolscache.TransformFunc {
 		if err != nil {
 			return obj, err
 		}
-		switch o := obj.(type) {
-		case *helmv2.HelmRelease:
-			in.helmRelease(o)
-		case *sourcev1.HelmChart:
-			// One per HelmRelease that names its chart by spec.chart.
-			in.helmChart(o)
+		if o, ok := obj.(client.Object); ok {
+			if k, ok := Of(o); ok && k.intern != nil {
+				k.intern(in, o)
+			}
 		}
 		return obj, nil
 	}
