@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cozystack/cozy-aio/engine/cluster"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/targets"
 	"github.com/cozystack/cozy-aio/internal/egress"
 )
@@ -27,5 +28,5 @@ func (e *Engine) sourceDial() func(ctx context.Context, network, addr string) (n
 // registerClusters exports the remote clusters in registry; a later engine
 // in the same process takes the place of an earlier one.
 func registerClusters(registry prometheus.Registerer, c *cluster.Registry[*targets.Clients]) error {
-	return registerReplacing(registry, targets.NewCollector(c))
+	return frame.RegisterReplacing(registry, targets.NewCollector(c))
 }

@@ -1,11 +1,6 @@
 package engine
 
 import (
-	"context"
-	"time"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
 )
@@ -50,8 +45,3 @@ const QueuedReason = helmrelease.QueuedReason
 // ChartMutateErrorReason is helm-controller's Ready reason for a chart
 // whose version cannot take its source's digest.
 const ChartMutateErrorReason = helmrelease.ChartMutateErrorReason
-
-// admit admits a unit (frame.Admission.Admit).
-func (e *Engine) admit(ctx context.Context, self frame.Ref, obj client.Object, deps []frame.Ref, src *frame.Ref, retry time.Duration) (frame.Outcome, bool) {
-	return e.admission.Admit(ctx, self, obj, deps, src, retry)
-}

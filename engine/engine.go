@@ -11,7 +11,6 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,7 +32,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -43,6 +41,7 @@ import (
 	"github.com/cozystack/cozy-aio/apply"
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/internal/artifacts"
+	"github.com/cozystack/cozy-aio/engine/internal/controllers"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/generator"
 	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
@@ -77,11 +76,8 @@ type Engine struct {
 	registry *prometheus.Registry
 	// events is the event broadcaster of the engine's own manager (New),
 	// which Start shuts down; nil on an embedder's manager.
-	events record.EventBroadcaster
-	graph  *frame.Graph
-	// configs indexes the ConfigMaps and Secrets each HelmRelease and
-	// Kustomization reads (watchconfigs.go).
-	configs  *frame.Graph
+	events   record.EventBroadcaster
+	graph    *frame.Graph
 	recorder recorder.EventRecorder
 	// finisher writes each reconcile's outcome; admission admits units
 	// over graph (both built at the end of setup).
@@ -128,10 +124,9 @@ type Engine struct {
 
 	// registered are the families' registrations by kind (kinds.go).
 	registered map[string]frame.Registration
-	wake       map[string]chan event.GenericEvent
-	// queues are the work queues of the kinds' controllers, each set when
-	// its controller starts (controllers.go).
-	queues sync.Map // kind -> workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// controllers run the kinds' reconcilers and own their work queues
+	// and wake-ups (engine/internal/controllers).
+	controllers *controllers.Controllers
 }
 
 // New builds an Engine on cfg, with a manager of its own. Nothing runs
@@ -139,7 +134,7 @@ type Engine struct {
 // through the Lease Replicas.LeaderLease.
 func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	// Before anything is opened (the artifact server's listener).
-	if err := checkKinds(opts.Kinds, reconciledKinds()); err != nil {
+	if err := controllers.CheckKinds(opts.Kinds, reconciledKinds()); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
@@ -242,15 +237,17 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e := &Engine{
 		applyCache: applyCache, helmCache: helmCache, start: time.Now(), ownManager: ownManager,
 		opts: opts, cfg: cfg, mgr: mgr, store: store, server: server,
-		metrics: frame.NewMetrics(registry), registry: registry, graph: frame.NewGraph(), configs: frame.NewGraph(),
+		metrics: frame.NewMetrics(registry), registry: registry, graph: frame.NewGraph(),
 		// core/v1 Events, as Flux records them (coreEvents).
 		recorder: frame.CoreEvents{Recorder: mgr.GetEventRecorderFor("cozy-aio")}, //nolint:staticcheck
 	}
 	e.runCtx.Store(&contextBackground)
+	e.controllers = controllers.New(controllers.Deps{Manager: mgr, Graph: e.graph, Metrics: e.metrics, Leading: e.leading},
+		controllers.Options{Concurrency: opts.Concurrency, Kinds: opts.Kinds, WatchConfigsSelector: opts.WatchConfigsSelector})
 	e.artifacts = artifacts.New(artifacts.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store,
-		Destinations: e.destinations(), Restricted: opts.Restricted, Reconciles: e.reconciles,
+		Destinations: e.destinations(), Restricted: opts.Restricted, Reconciles: e.controllers.Reconciles,
 		Elected: func() bool { return replicas.IsDone(e.elected()) }, Landing: e.mirrorLanding,
-		RunContext: func() context.Context { return *e.runCtx.Load() }, Enqueue: e.enqueue, Rebuild: e.rebuild})
+		RunContext: func() context.Context { return *e.runCtx.Load() }, Enqueue: e.controllers.Enqueue, Rebuild: e.rebuild})
 	eng.Store(e)
 	if e.targets, err = targets.New(targets.Options{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(),
 		Local:  &targets.Clients{Cfg: cfg, Cache: applyCache, Helm: e.helmManager, Waiter: e.healthWaiter, Appliers: &e.appliers},
@@ -268,7 +265,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		}
 		e.replicas = replicas.New(replicas.Deps{Options: opts.Replicas, HolderID: opts.HolderID, Start: e.start,
 			Clientset: cs, Logger: opts.Logger, Pool: func() *shard.Pool { return e.pool }, Shards: opts.Shards, Recorder: e.recorder, Elected: e.elected,
-			WakeKinds: e.wakeKinds, WakeShard: e.wakeShard, WakeTenant: e.wakeTenant,
+			WakeKinds: e.controllers.WakeKinds, WakeShard: e.wakeShard, WakeTenant: e.wakeTenant,
 			ArtifactBaseURL: opts.ArtifactBaseURL, Keeper: replicas.ArtifactKeeper{Leading: e.leading, Stored: e.stored, Foreign: e.foreign, Materialize: e.materialize}, Client: mgr.GetClient(), Cache: mgr.GetCache(), Store: store})
 		if ownManager {
 			// The engine's own election, not the manager's: a replica that
@@ -287,7 +284,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err := registerClusters(registry, e.targets.Registry); err != nil {
 		return nil, err
 	}
-	if err := registerPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
+	if err := replicas.RegisterPool(registry, e.pool, e.ownsShard, e.leading); err != nil {
 		return nil, fmt.Errorf("registering the shard metrics: %w", err)
 	}
 	e.finisher = &frame.Finisher{Client: mgr.GetClient(), Logger: e.log, Metrics: e.metrics,
@@ -305,18 +302,18 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	e.helmrelease = helmrelease.New(helmrelease.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store,
 		Finisher: e.finisher, Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log,
 		Targets: e.targets, Pool: e.pool, OwnsTenant: e.ownsTenant, MayWrite: e.mayWriteStatus,
-		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.readsConfigs, Enqueue: e.enqueue, ServiceAccount: e.serviceAccount},
+		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.controllers.ReadsConfigs, Enqueue: e.controllers.Enqueue, ServiceAccount: e.serviceAccount},
 		helmrelease.Options{Restricted: opts.Restricted, TenantLabel: opts.TenantLabel, ProgressAfter: opts.ProgressAfter, Logger: opts.Logger})
 	e.kustomization = kustomization.New(kustomization.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher,
 		Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log, Targets: e.targets,
-		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.readsConfigs, Enqueue: e.enqueue,
+		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.controllers.ReadsConfigs, Enqueue: e.controllers.Enqueue,
 		RunContext: func() context.Context { return *e.runCtx.Load() }, Managers: e.kustomizeManagers(),
 		ServiceAccount: e.serviceAccount}, kustomization.Options{Restricted: opts.Restricted,
 		AllowRemoteBases: opts.AllowRemoteBases, StrictSubstitutions: opts.StrictSubstitutions})
 	e.sources = sources.New(sources.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store, Finisher: e.finisher,
 		Graph: e.graph, Secret: e.secret, Dial: e.sourceDial(), Destinations: e.destinations(),
 		HelmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}), Stored: e.stored, SourceArtifact: e.sourceArtifact,
-		Enqueue: e.enqueue, Slot: e.artifacts.Slot}, sources.Options{HelmIndexMaxSize: opts.HelmIndexMaxSize, HelmChartMaxSize: opts.HelmChartMaxSize})
+		Enqueue: e.controllers.Enqueue, Slot: e.artifacts.Slot}, sources.Options{HelmIndexMaxSize: opts.HelmIndexMaxSize, HelmChartMaxSize: opts.HelmChartMaxSize})
 	e.generator = generator.New(generator.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher, Graph: e.graph,
 		Recorder: e.recorder, SourceArtifact: e.sourceArtifact, Slot: e.artifacts.Slot}, generator.Options{DefaultInterval: opts.DefaultInterval,
 		FieldManager: opts.FieldManager, Restricted: opts.Restricted, DefaultServiceAccount: opts.DefaultServiceAccount,
@@ -326,10 +323,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.setupControllers(ks); err != nil {
-		return nil, err
-	}
-	if err := e.setupConfigWatches(ks); err != nil {
+	if err := e.controllers.Setup(ks, e.replicas != nil && e.replicas.Leader != nil); err != nil {
 		return nil, err
 	}
 	runnables := []manager.Runnable{applyCache, helmCache, e.pool, server, manager.RunnableFunc(e.keepRunContext), manager.RunnableFunc(func(ctx context.Context) error { return e.helmrelease.ReportQueues(ctx) }), manager.RunnableFunc(e.targets.Sweep), e.generator.Extracts()}

@@ -5,19 +5,12 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cozystack/cozy-aio/engine/internal/controllers"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 	"github.com/cozystack/cozy-aio/source"
 )
-
-// kindController is one reconciled kind of the table with its family's
-// reconciler.
-type kindController struct {
-	kinds.Kind
-	reconciler reconcile.Reconciler
-}
 
 // registrations is what the families do for the kinds of the table:
 // their reconcilers and rebuilds, by kind.
@@ -34,8 +27,8 @@ func (e *Engine) registrations() map[string]frame.Registration {
 // kinds lists the reconcilers the engine runs: every reconciled kind of
 // the table (engine/internal/kinds), with the reconciler its family
 // registers.
-func (e *Engine) kinds() ([]kindController, error) {
-	var out []kindController
+func (e *Engine) kinds() ([]controllers.Kind, error) {
+	var out []controllers.Kind
 	for _, k := range kinds.All() {
 		if !k.Reconciled {
 			continue
@@ -44,7 +37,7 @@ func (e *Engine) kinds() ([]kindController, error) {
 		if r == nil {
 			return nil, fmt.Errorf("no family registers a reconciler of %s", k.Name)
 		}
-		out = append(out, kindController{Kind: k, reconciler: r})
+		out = append(out, controllers.Kind{Kind: k, Reconciler: r})
 	}
 	return out, nil
 }
@@ -71,4 +64,23 @@ func (e *Engine) rebuild(ctx context.Context, staging *source.Store, sobj source
 		}
 	}
 	return source.Artifact{}, fmt.Errorf("%T cannot be rebuilt", obj)
+}
+
+// The selectors of Options.WatchConfigsSelector.
+const (
+	// DefaultWatchConfigsSelector selects the ConfigMaps and Secrets whose
+	// changes reconcile their users, as Flux 2.5+'s default
+	// --watch-configs-label-selector.
+	DefaultWatchConfigsSelector = controllers.DefaultWatchConfigsSelector
+	// WatchAllConfigs watches every ConfigMap and Secret (Flux's empty
+	// --watch-configs-label-selector).
+	WatchAllConfigs = controllers.WatchAllConfigs
+	// WatchNoConfigs watches none (Flux's DisableConfigWatchers gate).
+	WatchNoConfigs = controllers.WatchNoConfigs
+)
+
+// Wake re-enqueues every object of every kind, for example when the
+// bootstrap gate opens.
+func (e *Engine) Wake(ctx context.Context) error {
+	return e.controllers.WakeKinds(ctx, func(string) bool { return true })
 }

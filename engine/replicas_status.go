@@ -110,7 +110,7 @@ func (r Replica) String() string {
 // wakeTenant reconciles every HelmRelease of tenant.
 func (e *Engine) wakeTenant(tenant string) {
 	for _, ref := range e.helmrelease.Releases(func(t string) bool { return t == tenant }) {
-		e.enqueue(ref)
+		e.controllers.Enqueue(ref)
 	}
 }
 
@@ -120,7 +120,7 @@ func (e *Engine) wakeShard(i int) {
 		s, ok := e.pool.Lookup(tenant)
 		return ok && s == i
 	}) {
-		e.enqueue(ref)
+		e.controllers.Enqueue(ref)
 	}
 }
 

@@ -10,8 +10,6 @@ import (
 
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -103,7 +101,8 @@ func (ar *Artifacts) sourceArtifact(ctx context.Context, self frame.Ref, kind, n
 			// not there yet, which they do not report. source-watcher
 			// and source-controller's HelmChart record a Warning.
 			out := frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: source %s not found", self, srcRef))
-			out.Quiet = self.Kind == helmv2.HelmReleaseKind || self.Kind == kustomizev1.KustomizationKind
+			k, _ := kinds.Get(self.Kind)
+			out.Quiet = k.QuietMissingSource
 			return source.Artifact{}, out, false
 		}
 		return source.Artifact{}, frame.Failed(meta.ArtifactFailedReason, fmt.Errorf("%s: reading source %s: %w", self, srcRef, err)), false

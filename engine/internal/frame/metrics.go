@@ -3,6 +3,7 @@ package frame
 import (
 	"bufio"
 	"cmp"
+	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -352,4 +353,16 @@ func (a APIHostOnly) Gather() ([]*dto.MetricFamily, error) {
 	}
 	families = slices.DeleteFunc(families, func(f *dto.MetricFamily) bool { return len(f.Metric) == 0 })
 	return families, err
+}
+
+// RegisterReplacing registers c in registry in place of an equal
+// collector an earlier engine of the process registered.
+func RegisterReplacing(registry prometheus.Registerer, c prometheus.Collector) error {
+	err := registry.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		registry.Unregister(are.ExistingCollector)
+		err = registry.Register(c)
+	}
+	return err
 }

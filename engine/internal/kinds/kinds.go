@@ -45,6 +45,11 @@ type Kind struct {
 	// Sharded: its reconciler runs on every replica, each for the objects
 	// of the Helm shards it holds; the others run on the leader.
 	Sharded bool
+	// QuietMissingSource: a source that does not exist (yet) makes an
+	// object of the kind Ready=False without an Event, as helm- and
+	// kustomize-controller do; source-watcher and source-controller's
+	// HelmChart record a Warning.
+	QuietMissingSource bool
 	// Status reads what the engine uses of an object's status.
 	Status func(client.Object) Status
 	// DependsOn returns spec.dependsOn, for the kinds whose dependencies
@@ -159,7 +164,7 @@ var table = []Kind{
 		intern: func(in *interner, o client.Object) { in.helmChart(o.(*sourcev1.HelmChart)) },
 	},
 	{
-		Name: kustomizev1.KustomizationKind, Reconciled: true, Dependable: true,
+		Name: kustomizev1.KustomizationKind, Reconciled: true, Dependable: true, QuietMissingSource: true,
 		New:     func() client.Object { return &kustomizev1.Kustomization{} },
 		NewList: func() client.ObjectList { return &kustomizev1.KustomizationList{} },
 		Status: func(o client.Object) Status {
@@ -171,7 +176,7 @@ var table = []Kind{
 		Actions:   applierActions, Action: reconcileAction,
 	},
 	{
-		Name: helmv2.HelmReleaseKind, Reconciled: true, Dependable: true, Backoff: true, Sharded: true,
+		Name: helmv2.HelmReleaseKind, Reconciled: true, Dependable: true, Backoff: true, Sharded: true, QuietMissingSource: true,
 		New:     func() client.Object { return &helmv2.HelmRelease{} },
 		NewList: func() client.ObjectList { return &helmv2.HelmReleaseList{} },
 		Status: func(o client.Object) Status {

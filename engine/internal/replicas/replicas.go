@@ -10,8 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cozystack/cozy-aio/source"
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/cozystack/cozy-aio/apply/helm"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -25,9 +24,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
+	"github.com/cozystack/cozy-aio/engine/internal/kinds"
 	"github.com/cozystack/cozy-aio/shard"
+	"github.com/cozystack/cozy-aio/source"
 )
 
 // Labels on the Leases replicas write.
@@ -128,7 +128,10 @@ func New(d Deps) *Replicas {
 }
 
 // leaderKinds are the kinds only the leader reconciles.
-var leaderKinds = func(kind string) bool { return kind != helmv2.HelmReleaseKind }
+func leaderKinds(kind string) bool {
+	k, _ := kinds.Get(kind)
+	return !k.Sharded
+}
 
 // Deps is what the replicas use of the engine.
 type Deps struct {

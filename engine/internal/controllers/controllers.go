@@ -1,4 +1,12 @@
-package engine
+// Package controllers runs the engine's controllers: one per reconciled
+// kind of the table (engine/internal/kinds) with its family's reconciler,
+// the "dependencies" controller that wakes an object's dependents when it
+// becomes ready, and the config watches that reconcile the users of a
+// changed ConfigMap or Secret. It owns the work queues and the wake-ups
+// (Enqueue, WakeKinds).
+//
+// It imports the shared rooms only; the facade hands it the reconcilers.
+package controllers
 
 import (
 	"context"
@@ -6,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -22,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
@@ -36,6 +46,75 @@ const wakeBuffer = 1024
 
 var skipNameValidation = true
 
+// Options are the engine's options the controllers follow.
+type Options struct {
+	// Concurrency is each controller's MaxConcurrentReconciles.
+	Concurrency int
+	// Kinds limits the reconciled kinds (empty: all).
+	Kinds []string
+	// WatchConfigsSelector selects the watched ConfigMaps and Secrets
+	// (WatchAllConfigs, WatchNoConfigs or a label selector).
+	WatchConfigsSelector string
+}
+
+// Deps is what the controllers use of the engine.
+type Deps struct {
+	// Manager runs the controllers.
+	Manager manager.Manager
+	// Graph holds the units' dependencies, whose dependents a readiness
+	// change wakes.
+	Graph *frame.Graph
+	// Metrics forgets a deleted object's series.
+	Metrics *frame.Metrics
+	// Leading tells whether this replica leads (Setup's ownElection).
+	Leading func() bool
+}
+
+// Kind is one reconciled kind with its family's reconciler.
+type Kind struct {
+	kinds.Kind
+	Reconciler reconcile.Reconciler
+}
+
+// Controllers are the engine's controllers and their queues.
+type Controllers struct {
+	deps Deps
+	opts Options
+	// configs indexes the ConfigMaps and Secrets each HelmRelease and
+	// Kustomization reads (ReadsConfigs).
+	configs *frame.Graph
+	// wake is each reconciled kind's wake-up channel, which its controller
+	// reads when it starts.
+	wake map[string]chan event.GenericEvent
+	// queues are the work queues of the kinds' controllers, each set when
+	// its controller starts.
+	queues sync.Map // kind -> workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// New returns the controllers; Setup registers them with the manager.
+// Enqueue works from the start: a wake-up before a controller runs waits
+// in its channel.
+func New(d Deps, o Options) *Controllers {
+	c := &Controllers{deps: d, opts: o, configs: frame.NewGraph(), wake: map[string]chan event.GenericEvent{}}
+	for _, k := range kinds.All() {
+		if k.Reconciled {
+			c.wake[k.Name] = make(chan event.GenericEvent, wakeBuffer)
+		}
+	}
+	return c
+}
+
+// Setup registers a controller per kind, the "dependencies" controller
+// and the config watches. With ownElection (the engine elects its leader
+// itself, not the manager), the leader's controllers run on every replica
+// and reconcile only while Deps.Leading says this one leads.
+func (c *Controllers) Setup(ks []Kind, ownElection bool) error {
+	if err := c.setupControllers(ks, ownElection); err != nil {
+		return err
+	}
+	return c.setupConfigWatches(ks)
+}
+
 // setupControllers registers a controller per kind. Each reacts to spec
 // changes and reconcile requests (not to its own status writes), and to
 // wake-ups sent by the engine when a dependency becomes ready or the gate
@@ -44,16 +123,14 @@ var skipNameValidation = true
 // changed, whatever their kind: one informer handler per kind, not one per
 // kind and controller (each handler is a ring buffer and two goroutines,
 // and sees every event of its kind).
-func (e *Engine) setupControllers(kinds []kindController) error {
-	e.wake = map[string]chan event.GenericEvent{}
-	for _, k := range kinds {
+func (c *Controllers) setupControllers(ks []Kind, ownElection bool) error {
+	for _, k := range ks {
 		kind := k.Name
-		ch := make(chan event.GenericEvent, wakeBuffer)
-		e.wake[kind] = ch
-		if !e.reconciles(kind) {
+		ch := c.wake[kind]
+		if !c.Reconciles(kind) {
 			continue
 		}
-		b := ctrl.NewControllerManagedBy(e.mgr).
+		b := ctrl.NewControllerManagedBy(c.deps.Manager).
 			Named(strings.ToLower(kind)). // Flux's controller names, in logs and metrics
 			For(k.New(), builder.WithPredicates(predicate.Or(
 				predicate.GenerationChangedPredicate{},
@@ -64,7 +141,7 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 			WatchesRawSource(ctrlsource.Channel(ch, &handler.EnqueueRequestForObject{})).
 			// The queue, for wake-ups once the controller runs.
 			WatchesRawSource(ctrlsource.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-				e.queues.Store(kind, q)
+				c.queues.Store(kind, q)
 				return nil
 			}))
 		// The HelmRelease reconciler runs on every replica (each admits only
@@ -74,13 +151,13 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 		// its election starts them. Either way standbys keep the informers
 		// synced, so that a takeover starts warm.
 		onLeader := !k.Sharded
-		reconciler := k.reconciler
-		if onLeader && e.replicas != nil && e.replicas.Leader != nil {
-			onLeader, reconciler = false, leaderOnly{e: e, r: k.reconciler}
+		reconciler := k.Reconciler
+		if onLeader && ownElection {
+			onLeader, reconciler = false, leaderOnly{leading: c.deps.Leading, r: k.Reconciler}
 		}
 		err := b.
 			WithOptions(controller.Options{
-				MaxConcurrentReconciles: e.opts.Concurrency,
+				MaxConcurrentReconciles: c.opts.Concurrency,
 				// Several engines may share a process (tests, embedders).
 				SkipNameValidation: &skipNameValidation,
 				NeedLeaderElection: &onLeader,
@@ -92,20 +169,20 @@ func (e *Engine) setupControllers(kinds []kindController) error {
 			return err
 		}
 	}
-	return e.setupDependencies()
+	return c.setupDependencies()
 }
 
-// reconciles reports whether the engine runs kind's reconciler
+// Reconciles reports whether the engine runs kind's reconciler
 // (Options.Kinds).
-func (e *Engine) reconciles(kind string) bool {
-	if len(e.opts.Kinds) == 0 {
+func (c *Controllers) Reconciles(kind string) bool {
+	if len(c.opts.Kinds) == 0 {
 		return true
 	}
-	return slices.Contains(e.opts.Kinds, kind)
+	return slices.Contains(c.opts.Kinds, kind)
 }
 
-// checkKinds refuses a name in Options.Kinds that is no reconciled kind.
-func checkKinds(names, known []string) error {
+// CheckKinds refuses a name in Options.Kinds that is no reconciled kind.
+func CheckKinds(names, known []string) error {
 	for _, n := range names {
 		if !slices.Contains(known, n) {
 			return fmt.Errorf("kind %q is not one the engine reconciles (%s)", n, strings.Join(known, ", "))
@@ -119,15 +196,15 @@ func checkKinds(names, known []string) error {
 // comes from the informer, so the woken reconcile reads the state that
 // woke it), and an object's metrics go with it. It runs on every replica,
 // as the HelmRelease reconciler does; its own queue stays empty.
-func (e *Engine) setupDependencies() error {
+func (c *Controllers) setupDependencies() error {
 	every := false
-	b := ctrl.NewControllerManagedBy(e.mgr).Named("dependencies")
+	b := ctrl.NewControllerManagedBy(c.deps.Manager).Named("dependencies")
 	// Every kind a unit can wait on: every reconciled kind, and
 	// ExternalArtifact, which the ArtifactGenerator writes.
 	for _, dep := range kinds.All() {
-		kind, reconciled := dep.Name, dep.Reconciled && e.reconciles(dep.Name)
+		kind, reconciled := dep.Name, dep.Reconciled && c.Reconciles(dep.Name)
 		wake := func(o client.Object) {
-			e.wakeDependents(frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+			c.wakeDependents(frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
 		}
 		b = b.Watches(dep.New(), handler.Funcs{
 			CreateFunc: func(_ context.Context, ev event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -141,7 +218,7 @@ func (e *Engine) setupDependencies() error {
 			},
 			DeleteFunc: func(_ context.Context, ev event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				if reconciled {
-					e.metrics.Forget(kind, ev.Object.GetNamespace(), ev.Object.GetName())
+					c.deps.Metrics.Forget(kind, ev.Object.GetNamespace(), ev.Object.GetName())
 				}
 				wake(ev.Object)
 			},
@@ -154,16 +231,16 @@ func (e *Engine) setupDependencies() error {
 // wakeDependents enqueues every object that depends on ref, in the
 // controllers that run: one that has not started (a standby's, under an
 // embedder's election) reconciles every object when it starts.
-func (e *Engine) wakeDependents(ref frame.Ref) {
-	for _, d := range e.graph.Dependents(ref) {
-		e.addToQueue(d)
+func (c *Controllers) wakeDependents(ref frame.Ref) {
+	for _, d := range c.deps.Graph.Dependents(ref) {
+		c.addToQueue(d)
 	}
 }
 
 // addToQueue adds ref to the work queue of its kind's controller, and
 // reports false when that controller does not run yet.
-func (e *Engine) addToQueue(ref frame.Ref) bool {
-	q, ok := e.queues.Load(ref.Kind)
+func (c *Controllers) addToQueue(ref frame.Ref) bool {
+	q, ok := c.queues.Load(ref.Kind)
 	if !ok {
 		return false
 	}
@@ -182,18 +259,19 @@ func rateLimiter(k kinds.Kind) workqueue.TypedRateLimiter[reconcile.Request] {
 	return nil
 }
 
-// enqueue wakes the reconciler of ref's kind for ref: through its queue
+// Enqueue wakes the reconciler of ref's kind for ref: through its queue
 // once its controller runs, else through its wake-up channel, which the
 // controller reads when it starts.
-func (e *Engine) enqueue(ref frame.Ref) {
-	if e.addToQueue(ref) {
+func (c *Controllers) Enqueue(ref frame.Ref) {
+	if c.addToQueue(ref) {
 		return
 	}
-	ch, ok := e.wake[ref.Kind]
+	ch, ok := c.wake[ref.Kind]
 	if !ok {
 		return
 	}
-	obj, _ := e.newObjectOf(ref.Kind)
+	k, _ := kinds.Get(ref.Kind)
+	obj := k.New()
 	obj.SetNamespace(ref.Namespace)
 	obj.SetName(ref.Name)
 	ev := event.GenericEvent{Object: obj}
@@ -228,44 +306,38 @@ func readiness(o client.Object) string {
 // leaderOnly skips a reconcile while this replica does not lead; the
 // replica reconciles every object of the kind when it starts to lead.
 type leaderOnly struct {
-	e *Engine
-	r reconcile.Reconciler
+	leading func() bool
+	r       reconcile.Reconciler
 }
 
 func (l leaderOnly) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if !l.e.leading() {
+	if !l.leading() {
 		return reconcile.Result{}, nil
 	}
 	return l.r.Reconcile(ctx, req)
 }
 
-// Wake re-enqueues every object of every kind, for example when the
-// bootstrap gate opens.
-func (e *Engine) Wake(ctx context.Context) error {
-	return e.wakeKinds(ctx, func(string) bool { return true })
-}
-
-// wake re-enqueues every object of the kinds that match.
-func (e *Engine) wakeKinds(ctx context.Context, match func(kind string) bool) error {
-	for kind := range e.wake {
+// WakeKinds re-enqueues every object of the reconciled kinds that match.
+func (c *Controllers) WakeKinds(ctx context.Context, match func(kind string) bool) error {
+	for kind := range c.wake {
 		if !match(kind) {
 			continue
 		}
-		list, err := e.listKind(ctx, kind)
+		list, err := c.listKind(ctx, kind)
 		if err != nil {
 			return err
 		}
 		for _, nn := range list {
-			e.enqueue(frame.Ref{Kind: kind, Namespace: nn.Namespace, Name: nn.Name})
+			c.Enqueue(frame.Ref{Kind: kind, Namespace: nn.Namespace, Name: nn.Name})
 		}
 	}
 	return nil
 }
 
-func (e *Engine) listKind(ctx context.Context, kind string) ([]types.NamespacedName, error) {
+func (c *Controllers) listKind(ctx context.Context, kind string) ([]types.NamespacedName, error) {
 	k, _ := kinds.Get(kind)
 	list := k.NewList()
-	if err := e.mgr.GetClient().List(ctx, list); err != nil {
+	if err := c.deps.Manager.GetClient().List(ctx, list); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", kind, err)
 	}
 	items, err := apimeta.ExtractList(list)

@@ -1,4 +1,4 @@
-package engine
+package controllers
 
 import (
 	"context"
@@ -49,14 +49,14 @@ func configRefs(o client.Object) []frame.Ref {
 	return out
 }
 
-// readsConfigs records the ConfigMaps and Secrets obj reads (nil: none,
+// ReadsConfigs records the ConfigMaps and Secrets obj reads (nil: none,
 // as on deletion), so that a watched one's change reconciles it.
-func (e *Engine) readsConfigs(self frame.Ref, obj client.Object) {
+func (c *Controllers) ReadsConfigs(self frame.Ref, obj client.Object) {
 	if obj == nil {
-		e.configs.Remove(self)
+		c.configs.Remove(self)
 		return
 	}
-	e.configs.Set(self, configRefs(obj))
+	c.configs.Set(self, configRefs(obj))
 }
 
 // setupConfigWatches makes a change of a ConfigMap or Secret that
@@ -73,8 +73,8 @@ func (e *Engine) readsConfigs(self frame.Ref, obj client.Object) {
 // each reconcile of a HelmRelease or Kustomization updates (readsConfigs):
 // field indexes of the shared cache, as Flux's, would need the CRDs when
 // the engine is set up, before it installs them on a new cluster.
-func (e *Engine) setupConfigWatches(kinds []kindController) error {
-	sel := e.opts.WatchConfigsSelector
+func (c *Controllers) setupConfigWatches(ks []Kind) error {
+	sel := c.opts.WatchConfigsSelector
 	if sel == WatchNoConfigs {
 		return nil
 	}
@@ -86,31 +86,32 @@ func (e *Engine) setupConfigWatches(kinds []kindController) error {
 		}
 	}
 	users := false
-	for _, k := range kinds {
+	for _, k := range ks {
 		users = users || k.Configs != nil
 	}
 	if !users {
 		return nil
 	}
-	configs, err := cache.New(e.cfg, cache.Options{
-		Scheme:               e.mgr.GetScheme(),
-		Mapper:               e.mgr.GetRESTMapper(),
-		HTTPClient:           e.mgr.GetHTTPClient(),
+	mgr := c.deps.Manager
+	configs, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		HTTPClient:           mgr.GetHTTPClient(),
 		DefaultLabelSelector: selector,
 		DefaultTransform:     cache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return err
 	}
-	if err := e.mgr.Add(configs); err != nil {
+	if err := mgr.Add(configs); err != nil {
 		return err
 	}
 	every := false
-	b := ctrl.NewControllerManagedBy(e.mgr).Named("configs")
+	b := ctrl.NewControllerManagedBy(mgr).Named("configs")
 	for _, kind := range []string{"ConfigMap", "Secret"} {
 		changed := func(o client.Object) {
-			for _, u := range e.configs.Dependents(frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
-				e.enqueue(u)
+			for _, u := range c.configs.Dependents(frame.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}) {
+				c.Enqueue(u)
 			}
 		}
 		obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}

@@ -1,11 +1,11 @@
-package engine
+package replicas
 
 import (
-	"errors"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/shard"
 )
 
@@ -69,22 +69,11 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// registerPool exports the pool in registry. A later engine in the same
-// process takes the place of an earlier one.
-func registerPool(registry prometheus.Registerer, p *shard.Pool, owns func(int) bool, leading func() bool) error {
-	return registerReplacing(registry, newPoolCollector(p, owns, leading))
-}
-
-// registerReplacing registers c in registry in place of an equal
-// collector an earlier engine of the process registered.
-func registerReplacing(registry prometheus.Registerer, c prometheus.Collector) error {
-	err := registry.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		registry.Unregister(are.ExistingCollector)
-		err = registry.Register(c)
-	}
-	return err
+// RegisterPool exports the pool in registry: what runs where (owns: the
+// shards whose work runs here; leading: whether this replica leads). A
+// later engine in the same process takes the place of an earlier one.
+func RegisterPool(registry prometheus.Registerer, p *shard.Pool, owns func(int) bool, leading func() bool) error {
+	return frame.RegisterReplacing(registry, newPoolCollector(p, owns, leading))
 }
 
 func b2f(b bool) float64 {
