@@ -34,7 +34,7 @@ const (
 	// ImmutableOrphanRecreate deletes the object with orphan propagation,
 	// so its dependents (the Pods and PVCs of a StatefulSet) survive, waits
 	// until the garbage collector has orphaned them and the object is gone,
-	// and creates it again; the new object adopts them. Suits a
+	// and creates it again; the new object's controller takes them over. Suits a
 	// StatefulSet whose serviceName or volumeClaimTemplates changed.
 	ImmutableOrphanRecreate ImmutablePolicy = "OrphanRecreate"
 )

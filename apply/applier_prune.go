@@ -25,7 +25,7 @@ const PruneAnnotation = "kustomize.toolkit.fluxcd.io/prune"
 type PruneOptions struct {
 	// Owner, when it has a name, restricts Prune to objects that carry
 	// exactly its labels (see Owner): an object without them, or with
-	// another owner's, was adopted by someone else and is skipped.
+	// another owner's, belongs to someone else and is skipped.
 	// Default: no owner check.
 	Owner Owner
 	// Propagation is the deletion propagation policy. Default: Background.

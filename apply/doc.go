@@ -51,8 +51,8 @@
 // field, the policy decides: ImmutableFail (the default) returns an
 // *ImmutableError naming the object and the field; ImmutableRecreate
 // deletes and re-creates the object; ImmutableOrphanRecreate deletes it
-// with orphan propagation (a StatefulSet's Pods and PVCs survive and are
-// adopted by the new object) and re-creates it. The policy comes from, in
+// with orphan propagation (a StatefulSet's Pods and PVCs survive and the
+// new object takes them over) and re-creates it. The policy comes from, in
 // order: the object's annotation apply.cozystack.io/immutable-policy
 // (Flux's kustomize.toolkit.fluxcd.io/force: enabled means Recreate),
 // ApplyOptions.KindPolicies, ApplyOptions.ImmutablePolicy.

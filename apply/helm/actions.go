@@ -109,7 +109,7 @@ type InstallOptions struct {
 	CreateNamespace bool
 	// DisableTakeOwnership refuses objects that exist without this
 	// release's ownership annotations, as the helm CLI does. Default:
-	// false, they are adopted (helm-controller installs with Helm's
+	// false, the release takes them over (helm-controller installs with Helm's
 	// TakeOwnership unless spec.install.disableTakeOwnership).
 	DisableTakeOwnership bool
 }
@@ -127,8 +127,8 @@ type UpgradeOptions struct {
 	// Spec.Values (Helm's --reuse-values). Default: false.
 	PreserveValues bool
 	// DisableTakeOwnership refuses objects new to the release that exist
-	// without its ownership annotations. Default: false, they are adopted
-	// (helm-controller: spec.upgrade.disableTakeOwnership).
+	// without its ownership annotations. Default: false, the release takes
+	// them over (helm-controller: spec.upgrade.disableTakeOwnership).
 	DisableTakeOwnership bool
 }
 

@@ -138,8 +138,8 @@ func (r *Reconciler) reconcileNamespaces(ctx context.Context, gen *swv1beta1.Art
 
 // applyNamespace server-side applies a managed namespace, unless the
 // namespace opts out as kustomize-controller's objects do (reconcile
-// disabled, ssa Ignore, or ssa IfNotPresent once it exists). Adopting a
-// namespace no generator manages, or taking over another generator's,
+// disabled, ssa Ignore, or ssa IfNotPresent once it exists). Taking over a
+// namespace no generator manages (source-watcher: adopting), or another generator's,
 // records a Warning Event on the namespace.
 func (r *Reconciler) applyNamespace(ctx context.Context, gen *swv1beta1.ArtifactGenerator, name string, labels, annotations map[string]string) error {
 	c := r.deps.Client

@@ -56,7 +56,8 @@ type Deps struct {
 	Finisher *frame.Finisher
 	// Graph learns each generator's sources, which wake it.
 	Graph *frame.Graph
-	// Recorder records the Events about Namespaces the generator adopts.
+	// Recorder records the Events about existing Namespaces a generator
+	// takes over (source-watcher's Adopted reason).
 	Recorder recorder.EventRecorder
 	// SourceArtifact resolves a source's artifact, materialising one the
 	// store lacks.
