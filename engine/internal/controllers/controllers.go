@@ -97,7 +97,9 @@ type Controllers struct {
 func New(d Deps, o Options) *Controllers {
 	c := &Controllers{deps: d, opts: o, configs: frame.NewGraph(), wake: map[string]chan event.GenericEvent{}}
 	for _, k := range kinds.All() {
-		if k.Reconciled {
+		// Not for a kind Options.Kinds leaves out: nothing would read its
+		// channel.
+		if k.Reconciled && c.Reconciles(k.Name) {
 			c.wake[k.Name] = make(chan event.GenericEvent, wakeBuffer)
 		}
 	}
