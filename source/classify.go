@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/cozystack/cozy-aio/internal/redact"
 )
 
 // Kind returns the error of this package that err, the failure of a fetch
@@ -54,6 +56,39 @@ func Classify(ctx context.Context, what string, err error, protocol func(error) 
 		return fmt.Errorf("%s: %w: %w", what, kind, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// A Fetcher is how one fetcher's failures are classified: Classify with
+// its Protocol, what it fetches named by Prefix and the address. Each
+// fetcher (Git, OCI, buckets, Helm repositories) declares one; the rule is
+// this one.
+type Fetcher struct {
+	// Prefix names the fetch before its address: "git ", "oci ", "GET ".
+	Prefix string
+	// Protocol knows the fetcher's client library (see Kind).
+	Protocol func(error) error
+	// Redact removes credentials from the error: for a fetcher whose
+	// errors may carry them (a URL's userinfo, a header).
+	Redact bool
+	// KindOnce: an error that already carries its kind (a digest mismatch
+	// the fetcher found itself) names it once, not twice.
+	KindOnce bool
+}
+
+// Classify wraps err, the failure of fetching addr under ctx, as Classify
+// does with the fetcher's prefix and protocol; nil for a nil err.
+func (f Fetcher) Classify(ctx context.Context, addr string, err error) error {
+	what := f.Prefix + addr
+	if f.KindOnce {
+		if kind := Kind(ctx, err, f.Protocol); kind != nil && errors.Is(err, kind) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	err = Classify(ctx, what, err, f.Protocol)
+	if f.Redact {
+		return redact.Error(err)
+	}
+	return err
 }
 
 // IsTimeout reports whether err, or an error it wraps, says it is a

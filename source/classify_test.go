@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,5 +149,36 @@ func TestSHA256Hex(t *testing.T) {
 	}
 	if got, want := source.SHA256Hex([]byte("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"; got != want {
 		t.Errorf("SHA256Hex(abc) = %s, want %s", got, want)
+	}
+}
+
+// TestFetcherClassify: a fetcher's declaration adds its prefix, names a kind
+// the error already carries once when asked to, and redacts when asked to.
+func TestFetcherClassify(t *testing.T) {
+	ctx := context.Background()
+	proto := func(err error) error {
+		if errors.Is(err, source.ErrDigestMismatch) {
+			return source.ErrDigestMismatch
+		}
+		return nil
+	}
+	mismatch := fmt.Errorf("layer: %w", source.ErrDigestMismatch)
+	once := source.Fetcher{Prefix: "oci ", Protocol: proto, KindOnce: true}.Classify(ctx, "reg/x", mismatch)
+	if want := "oci reg/x: layer: " + source.ErrDigestMismatch.Error(); once.Error() != want {
+		t.Errorf("KindOnce: %q, want %q", once, want)
+	}
+	twice := source.Fetcher{Prefix: "oci ", Protocol: proto}.Classify(ctx, "reg/x", mismatch)
+	if want := "oci reg/x: " + source.ErrDigestMismatch.Error() + ": layer: " + source.ErrDigestMismatch.Error(); twice.Error() != want {
+		t.Errorf("without KindOnce: %q, want %q", twice, want)
+	}
+	if !errors.Is(once, source.ErrDigestMismatch) || !errors.Is(twice, source.ErrDigestMismatch) {
+		t.Error("the kind is lost")
+	}
+	red := source.Fetcher{Prefix: "git ", Redact: true}.Classify(ctx, "https://user:s3cret@host/r.git", errors.New("boom"))
+	if strings.Contains(red.Error(), "s3cret") {
+		t.Errorf("Redact kept the password: %q", red)
+	}
+	if err := (source.Fetcher{Prefix: "GET "}).Classify(ctx, "u", nil); err != nil {
+		t.Errorf("nil error classified as %v", err)
 	}
 }

@@ -159,7 +159,7 @@ func (l *listing) download(ctx context.Context, root *os.Root, keys []string, li
 				delete(l.index, k)
 				return nil
 			case err != nil:
-				return classify(gctx, l.where, fmt.Errorf("object '%s': %w", k, err))
+				return fetcher.Classify(gctx, l.where, fmt.Errorf("object '%s': %w", k, err))
 			case etag != listed.ETag:
 				listed.ETag = etag
 				l.index[k] = listed

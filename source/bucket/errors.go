@@ -1,7 +1,6 @@
 package bucket
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -32,11 +31,9 @@ func (e *UnsafeKeyError) Error() string { return fmt.Sprintf("object key %q: %v"
 // Unwrap returns ErrUnsafeKey.
 func (e *UnsafeKeyError) Unwrap() error { return ErrUnsafeKey }
 
-// classify wraps err with the source error a caller branches on and the
-// bucket it concerns. minio-go's messages carry no credentials.
-func classify(ctx context.Context, where string, err error) error {
-	return source.Classify(ctx, where, err, s3Kind)
-}
+// fetcher classifies a bucket's failures, naming the bucket they concern.
+// minio-go's messages carry no credentials.
+var fetcher = source.Fetcher{Protocol: s3Kind}
 
 // s3Kind names what minio-go reports: the S3 error code or HTTP status of
 // the response. A bare x509.UnknownAuthorityError or x509.HostnameError, a

@@ -114,21 +114,21 @@ func list(ctx context.Context, c *minio.Client, bucketName, where string, opts O
 	defer cancel()
 	exists, err := c.BucketExists(ctx, bucketName)
 	if err != nil {
-		return nil, classify(ctx, where, err)
+		return nil, fetcher.Classify(ctx, where, err)
 	}
 	if !exists {
 		return nil, fmt.Errorf("%s: %w: bucket '%s' not found", where, source.ErrRefNotFound, bucketName)
 	}
 	ignore, err := readIgnoreFile(ctx, c, bucketName)
 	if err != nil {
-		return nil, classify(ctx, where, err)
+		return nil, fetcher.Classify(ctx, where, err)
 	}
 	var listed []Listed
 	for o := range c.ListObjects(ctx, bucketName, minio.ListObjectsOptions{
 		Prefix: opts.Prefix, Recursive: true, UseV1: s3utils.IsGoogleEndpoint(*c.EndpointURL()),
 	}) {
 		if o.Err != nil {
-			return nil, classify(ctx, where, fmt.Errorf("listing objects: %w", o.Err))
+			return nil, fetcher.Classify(ctx, where, fmt.Errorf("listing objects: %w", o.Err))
 		}
 		listed = append(listed, Listed{Key: o.Key, ETag: o.ETag, Size: o.Size})
 	}

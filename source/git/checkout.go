@@ -65,7 +65,7 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 		RefSpecs: specs, Auth: auth, Depth: opts.depth(), Tags: gogit.NoTags, ProxyOptions: via,
 	})
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-		return Revision{}, classify(ctx, repoURL, err)
+		return Revision{}, fetcher.Classify(ctx, repoURL, err)
 	}
 	commit := want.Commit
 	var tag *object.Tag
@@ -73,7 +73,7 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 		// The reference may have moved since ls-remote: report what is fetched.
 		ref, err := repo.Reference(want.Ref, true)
 		if err != nil {
-			return Revision{}, classify(ctx, repoURL, err)
+			return Revision{}, fetcher.Classify(ctx, repoURL, err)
 		}
 		commit = ref.Hash().String()
 		if t, err := repo.TagObject(ref.Hash()); err == nil {
@@ -83,7 +83,7 @@ func checkout(ctx context.Context, repoURL string, wt billy.Filesystem, want Rev
 	if opts.Verify != nil {
 		c, err := signedCommit(repo, commit, tag, want.Ref)
 		if err != nil {
-			return Revision{}, classify(ctx, repoURL, err)
+			return Revision{}, fetcher.Classify(ctx, repoURL, err)
 		}
 		if err := opts.Verify(c); err != nil {
 			return Revision{}, err
@@ -98,14 +98,14 @@ func checkoutCommit(ctx context.Context, repoURL string, repo *gogit.Repository,
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
 			return fmt.Errorf("git %s: %w: commit %s", redact.String(repoURL), source.ErrRefNotFound, commit)
 		}
-		return classify(ctx, repoURL, err)
+		return fetcher.Classify(ctx, repoURL, err)
 	}
 	w, err := repo.Worktree()
 	if err != nil {
 		return err
 	}
 	if err := w.Checkout(&gogit.CheckoutOptions{Hash: h, Force: true, SparseCheckoutDirectories: sparse}); err != nil {
-		return classify(ctx, repoURL, err)
+		return fetcher.Classify(ctx, repoURL, err)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package git
 
 import (
-	"context"
 	"crypto/x509"
 	"errors"
 	"strings"
@@ -10,15 +9,12 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
-	"github.com/cozystack/cozy-aio/internal/redact"
 	"github.com/cozystack/cozy-aio/source"
 )
 
-// classify wraps err with the source error a caller branches on, and the
-// repository URL, redacted with the message.
-func classify(ctx context.Context, repoURL string, err error) error {
-	return redact.Error(source.Classify(ctx, "git "+repoURL, err, gitKind))
-}
+// fetcher classifies Git's failures: the repository URL, redacted with
+// the message.
+var fetcher = source.Fetcher{Prefix: "git ", Protocol: gitKind, Redact: true}
 
 // gitKind names what go-git and its SSH client report: their transport
 // errors, and the messages of golang.org/x/crypto/ssh, which has no error

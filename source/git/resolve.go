@@ -90,7 +90,7 @@ func listRemote(ctx context.Context, repoURL string, opts Options) ([]*plumbing.
 	defer release()
 	rem := gogit.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{repoURL}})
 	refs, err := rem.ListContext(ctx, &gogit.ListOptions{Auth: auth, PeelingOption: gogit.AppendPeeled, ProxyOptions: via})
-	return refs, classify(ctx, repoURL, err)
+	return refs, fetcher.Classify(ctx, repoURL, err)
 }
 
 // pick chooses the reference for ref among the advertised ones and returns

@@ -106,7 +106,7 @@ func get(ctx context.Context, u string, opts Options, withCreds bool, header htt
 	resp, err := hc.Do(req)
 	if err != nil {
 		release()
-		return nil, nil, classify(ctx, u, err)
+		return nil, nil, fetcher.Classify(ctx, u, err)
 	}
 	done := func() { resp.Body.Close(); release() }
 	switch {
@@ -128,11 +128,9 @@ func statusError(u string, code int) error {
 	return errors.New(msg)
 }
 
-// classify wraps a transport error with the source error a caller
-// branches on, redacted with the URL. HTTP statuses are statusError's.
-func classify(ctx context.Context, u string, err error) error {
-	return redact.Error(source.Classify(ctx, "GET "+u, err, httpKind))
-}
+// fetcher classifies a transport error, redacted with the URL. HTTP
+// statuses are statusError's.
+var fetcher = source.Fetcher{Prefix: "GET ", Protocol: httpKind, Redact: true}
 
 // httpKind counts a tls.RecordHeaderError as unreachable for chart
 // repositories too; see source.Kind.

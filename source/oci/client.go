@@ -174,16 +174,11 @@ func registryHost(key string) string {
 	return h
 }
 
-// classify wraps err with the source error a caller branches on. An error
-// that already carries its kind, such as the digest mismatch Fetch finds
-// itself, names it once. source.Classify does not do this for every
-// fetcher: Git's message for a host key mismatch names its kind twice.
-func classify(ctx context.Context, repoURL string, err error) error {
-	if kind := source.Kind(ctx, err, registryKind); kind != nil && errors.Is(err, kind) {
-		return fmt.Errorf("oci %s: %w", repoURL, err)
-	}
-	return source.Classify(ctx, "oci "+repoURL, err, registryKind)
-}
+// fetcher classifies a registry's failures. An error that already carries
+// its kind, such as the digest mismatch Fetch finds itself, names it once
+// (not every fetcher does: Git's message for a host key mismatch names its
+// kind twice).
+var fetcher = source.Fetcher{Prefix: "oci ", Protocol: registryKind, KindOnce: true}
 
 // registryKind names what oras-go reports: the registry's error response,
 // its own not-found and digest errors. A tls.RecordHeaderError and an

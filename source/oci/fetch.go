@@ -186,7 +186,7 @@ const maxManifestSize = 4 << 20
 func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revision, sel LayerSelector, maxLayer int64, sink func(io.Reader) error) (Result, error) {
 	mdesc, rc, err := repo.FetchReference(ctx, rev.Digest)
 	if err != nil {
-		return Result{}, classify(ctx, repoURL, err)
+		return Result{}, fetcher.Classify(ctx, repoURL, err)
 	}
 	defer rc.Close()
 	if mdesc.Size > maxManifestSize {
@@ -198,7 +198,7 @@ func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revi
 	}
 	raw, err := content.ReadAll(rc, mdesc)
 	if err != nil {
-		return Result{}, classify(ctx, repoURL, fmt.Errorf("manifest %s: %w", rev.Digest, err))
+		return Result{}, fetcher.Classify(ctx, repoURL, fmt.Errorf("manifest %s: %w", rev.Digest, err))
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -214,7 +214,7 @@ func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revi
 	}
 	blob, err := repo.Fetch(ctx, layer)
 	if err != nil {
-		return Result{}, classify(ctx, repoURL, err)
+		return Result{}, fetcher.Classify(ctx, repoURL, err)
 	}
 	defer blob.Close()
 	// One byte past the size is enough for the verifier to see more.
@@ -228,7 +228,7 @@ func pull(ctx context.Context, repo *remote.Repository, repoURL string, rev Revi
 		err = derr
 	}
 	if err != nil {
-		return Result{}, classify(ctx, repoURL, fmt.Errorf("layer %s: %w", layer.Digest, err))
+		return Result{}, fetcher.Classify(ctx, repoURL, fmt.Errorf("layer %s: %w", layer.Digest, err))
 	}
 	return Result{Revision: rev, Layer: layer, Annotations: m.Annotations}, nil
 }

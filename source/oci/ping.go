@@ -22,7 +22,7 @@ func Ping(ctx context.Context, repoURL string, opts Options) error {
 		return err
 	}
 	if err := reg.Ping(ctx); err != nil {
-		return classify(ctx, repoURL, fmt.Errorf("ping: %w", err))
+		return fetcher.Classify(ctx, repoURL, fmt.Errorf("ping: %w", err))
 	}
 	return nil
 }

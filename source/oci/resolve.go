@@ -47,7 +47,7 @@ func resolve(ctx context.Context, repo *remote.Repository, repoURL string, ref R
 		}
 		desc, err := repo.Resolve(ctx, d.String())
 		if err != nil {
-			return Revision{}, classify(ctx, repoURL, err)
+			return Revision{}, fetcher.Classify(ctx, repoURL, err)
 		}
 		if desc.Digest != d {
 			return Revision{}, fmt.Errorf("oci %s: %w: asked for %s, registry answered %s", repoURL, source.ErrDigestMismatch, d, desc.Digest)
@@ -66,7 +66,7 @@ func resolve(ctx context.Context, repo *remote.Repository, repoURL string, ref R
 	}
 	desc, err := repo.Resolve(ctx, tag)
 	if err != nil {
-		return Revision{}, classify(ctx, repoURL, fmt.Errorf("tag %s: %w", tag, err))
+		return Revision{}, fetcher.Classify(ctx, repoURL, fmt.Errorf("tag %s: %w", tag, err))
 	}
 	return Revision{Tag: tag, Digest: desc.Digest.String(), String: tag + "@" + desc.Digest.String()}, nil
 }
@@ -104,7 +104,7 @@ func latestSemver(ctx context.Context, repo *remote.Repository, repoURL, rng, fi
 		return nil
 	})
 	if err != nil {
-		return "", classify(ctx, repoURL, err)
+		return "", fetcher.Classify(ctx, repoURL, err)
 	}
 	sort.Strings(tags) // ties between equal versions resolve the same way every time
 	var best *semver.Version
