@@ -346,3 +346,42 @@ func TestRenderedTwice(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestText: the text form, the summary and the exit code of the SeaweedFS
+// rename.
+func TestText(t *testing.T) {
+	p, err := plan.Compute(plan.Input{
+		Current: objs(t, filer("seaweedfs-filer", "a"), s3Service),
+		Desired: objs(t, filer("myrel-seaweedfs-filer", "a"), s3Service),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := p.WriteText(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"+ create StatefulSet/storage/myrel-seaweedfs-filer\n",
+		"- delete StatefulSet/storage/seaweedfs-filer\n",
+		"risk DuplicateWorkload StatefulSet/storage/myrel-seaweedfs-filer: ",
+		"plan sha256:",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "unchanged") {
+		t.Errorf("unchanged objects listed:\n%s", b.String())
+	}
+	if s := p.Summary(); !strings.Contains(s, "1 create, 1 delete, 1 unchanged; risks: DuplicateWorkload Service/storage/seaweedfs-s3, DuplicateWorkload StatefulSet/storage/myrel-seaweedfs-filer") {
+		t.Errorf("summary %q", s)
+	}
+	if p.ExitCode() != plan.ExitRisky {
+		t.Errorf("exit code %d", p.ExitCode())
+	}
+	same, _ := plan.Compute(plan.Input{Current: objs(t, s3Service), Desired: objs(t, s3Service)})
+	if same.ExitCode() != plan.ExitUnchanged {
+		t.Errorf("exit code of no change %d", same.ExitCode())
+	}
+}
