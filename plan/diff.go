@@ -21,25 +21,32 @@ var serverFields = map[string]bool{
 	"apiVersion": true,
 }
 
+// removed stands for a field the apply removes, in walk.
+type removed struct{}
+
 // maxValue bounds a value shown in a Change.
 const maxValue = 256
 
 // diff returns the fields desired sets that live holds otherwise, as a
 // server-side apply would change them: a field live has and desired does
-// not set is not desired's to change. A Secret's data (and stringData,
-// compared as the data it becomes) shows Redacted.
-func diff(r Ref, live, desired *unstructured.Unstructured) []Change {
+// not set is not desired's to change, unless whole (desired is a dry-run
+// result): then it is removed. A Secret's data (and stringData, compared
+// as the data it becomes) shows Redacted.
+func diff(r Ref, live, desired *unstructured.Unstructured, whole bool) []Change {
 	want := desired.Object
 	secret := r.Group == "" && r.Kind == "Secret"
 	if secret {
 		want = secretAsData(want)
 	}
 	var out []Change
-	walk("", live.Object, want, func(path string, old, new any, oldSet bool) {
+	walk("", live.Object, want, whole, func(path string, old, new any, oldSet bool) {
 		if serverFields[path] || serverFields[strings.SplitN(path, ".", 2)[0]] {
 			return
 		}
-		c := Change{Path: path, New: show(new)}
+		c := Change{Path: path}
+		if _, gone := new.(removed); !gone {
+			c.New = show(new)
+		}
 		if oldSet {
 			c.Old = show(old)
 		}
@@ -55,9 +62,9 @@ func diff(r Ref, live, desired *unstructured.Unstructured) []Change {
 }
 
 // walk calls changed for every leaf of want that differs from have: maps
-// key by key (only want's keys), lists as wholes when their lengths
-// differ, else element by element.
-func walk(path string, have, want any, changed func(path string, old, new any, oldSet bool)) {
+// key by key (want's keys, and with whole have's too), lists as wholes
+// when their lengths differ, else element by element.
+func walk(path string, have, want any, whole bool, changed func(path string, old, new any, oldSet bool)) {
 	wm, ok := want.(map[string]any)
 	if hm, hok := have.(map[string]any); ok && hok {
 		for _, k := range slices.Sorted(maps.Keys(wm)) {
@@ -69,14 +76,21 @@ func walk(path string, have, want any, changed func(path string, old, new any, o
 				}
 				continue
 			}
-			walk(p, hv, wm[k], changed)
+			walk(p, hv, wm[k], whole, changed)
+		}
+		if whole {
+			for _, k := range slices.Sorted(maps.Keys(hm)) {
+				if _, set := wm[k]; !set && !empty(hm[k]) {
+					changed(join(path, k), hm[k], removed{}, true)
+				}
+			}
 		}
 		return
 	}
 	wl, ok := want.([]any)
 	if hl, hok := have.([]any); ok && hok && len(wl) == len(hl) {
 		for i := range wl {
-			walk(fmt.Sprintf("%s[%d]", path, i), hl[i], wl[i], changed)
+			walk(fmt.Sprintf("%s[%d]", path, i), hl[i], wl[i], whole, changed)
 		}
 		return
 	}
@@ -155,7 +169,7 @@ func secretAsData(obj map[string]any) map[string]any {
 // subset tells whether every field want sets is the same in have.
 func subset(have, want any) bool {
 	same := true
-	walk("", have, want, func(string, any, any, bool) { same = false })
+	walk("", have, want, false, func(string, any, any, bool) { same = false })
 	return same
 }
 

@@ -385,3 +385,31 @@ func TestText(t *testing.T) {
 		t.Errorf("exit code of no change %d", same.ExitCode())
 	}
 }
+
+// TestDryRunRemovals: with dry-run results, a field the apply removes is a
+// change; with rendered objects it is not the new state's to change.
+func TestDryRunRemovals(t *testing.T) {
+	live := objs(t, `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c, namespace: app, annotations: {old: "1"}}
+data: {a: "1", b: "2"}
+`)[0]
+	desired := objs(t, `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c, namespace: app}
+data: {a: "1"}
+`)
+	at := func(plan.Ref) *unstructured.Unstructured { return live }
+	p, _ := plan.Compute(plan.Input{Desired: desired, Live: at})
+	if p.Changed() {
+		t.Errorf("rendered: %+v", p.Objects)
+	}
+	p, _ = plan.Compute(plan.Input{Desired: desired, Live: at, DryRun: true})
+	o := p.Objects[0]
+	if o.Action != plan.Update || len(o.Changes) != 2 || o.Changes[0].Path != "data.b" || o.Changes[0].Old != `"2"` || o.Changes[0].New != "" ||
+		o.Changes[1].Path != "metadata.annotations" {
+		t.Errorf("dry run: %+v", o)
+	}
+}

@@ -44,7 +44,11 @@ func (p *Plan) WriteText(w io.Writer, all bool) error {
 			if old == "" {
 				old = "(unset)"
 			}
-			fmt.Fprintf(&b, "    %s: %s -> %s\n", c.Path, old, c.New)
+			new := c.New
+			if new == "" {
+				new = "(removed)"
+			}
+			fmt.Fprintf(&b, "    %s: %s -> %s\n", c.Path, old, new)
 		}
 	}
 	if !p.Changed() {
