@@ -147,11 +147,13 @@ type Input struct {
 	// Desired are the objects of the new state: as rendered, or as the
 	// API server's server-side dry-run returns them (DryRun).
 	Desired []*unstructured.Unstructured
-	// DryRun: Desired are server-side dry-run results, whole objects, so a
-	// field live has and a desired object lacks is one the apply removes.
-	// Without, Desired are as rendered, and only the fields they set count,
-	// as with a server-side apply.
-	DryRun bool
+	// DryRun tells which desired objects are server-side dry-run results,
+	// whole objects, so that a field live has and the result lacks is one
+	// the apply removes. The others are as rendered, and only the fields
+	// they set count, as with a server-side apply (an update the API server
+	// refuses, such as an immutable field's, has no dry-run result). Nil:
+	// none.
+	DryRun func(Ref) bool
 	// Hooks are the chart hooks the new state runs (objects with the
 	// helm.sh/hook annotation).
 	Hooks []*unstructured.Unstructured
@@ -195,7 +197,7 @@ func Compute(in Input) (*Plan, error) {
 		desired[r] = u
 		o := Object{Ref: r, Action: Create}
 		if l := live(r); l != nil {
-			o.Changes = diff(r, l, u, in.DryRun)
+			o.Changes = diff(r, l, u, in.DryRun != nil && in.DryRun(r))
 			o.Action = Unchanged
 			if len(o.Changes) > 0 {
 				o.Action = Update

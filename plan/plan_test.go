@@ -406,7 +406,7 @@ data: {a: "1"}
 	if p.Changed() {
 		t.Errorf("rendered: %+v", p.Objects)
 	}
-	p, _ = plan.Compute(plan.Input{Desired: desired, Live: at, DryRun: true})
+	p, _ = plan.Compute(plan.Input{Desired: desired, Live: at, DryRun: func(plan.Ref) bool { return true }})
 	o := p.Objects[0]
 	if o.Action != plan.Update || len(o.Changes) != 2 || o.Changes[0].Path != "data.b" || o.Changes[0].Old != `"2"` || o.Changes[0].New != "" ||
 		o.Changes[1].Path != "metadata.annotations" {

@@ -53,6 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
+	if cmd == "plan" {
+		// Its exit code says what the plan holds.
+		return planCmd(args, stdout, stderr)
+	}
 	var err error
 	switch cmd {
 	case "run":
@@ -64,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintln(stdout, version)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, status, static-pod or version", cmd)
+		err = fmt.Errorf("unknown command %q: want run, status, plan, static-pod or version", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "cozy-aio:", err)
