@@ -8,10 +8,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/plan"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -92,5 +99,54 @@ func TestPlanKustomize(t *testing.T) {
 	}
 	if img, _, _ := unstructured.NestedSlice(got.Object, "spec", "template", "spec", "containers"); img[0].(map[string]any)["image"] != "nginx:1" {
 		t.Errorf("the plan changed the Deployment: %v", img)
+	}
+}
+
+// TestPlanKustomizeInventory: with --inventory, the Kustomization's objects
+// the directory drops are deletions; a PersistentVolumeClaim's is DataLoss.
+func TestPlanKustomizeInventory(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	kc, err := cp.Kubeconfig("plan-admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := cp.Client.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.InstallCRDs(ctx, cp.Config, ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cp.Config, client.Options{Scheme: engine.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns},
+		Spec: kustomizev1.KustomizationSpec{Interval: metav1.Duration{Duration: time.Hour}, Prune: true,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "src"}}}
+	if err := c.Create(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	ks.Status.Inventory = &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{
+		{ID: ns + "_data__PersistentVolumeClaim", Version: "v1"},
+		{ID: ns + "_gone__ConfigMap", Version: "v1"}, // deleted already: left out
+	}}
+	if err := c.Status().Update(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"plan", "--kubeconfig", kubeconfig, "--kustomize", kustomizeDir(t, deployment(ns, "web", "nginx:1")),
+		"--inventory", ns + "/apps"}, &out, &errb)
+	if code != plan.ExitRisky || !strings.Contains(out.String(), "+ create Deployment/"+ns+"/web\n") ||
+		!strings.Contains(out.String(), "- delete PersistentVolumeClaim/"+ns+"/data\n") ||
+		!strings.Contains(out.String(), "risk DataLoss PersistentVolumeClaim/"+ns+"/data: ") || strings.Contains(out.String(), "gone") {
+		t.Errorf("exit %d\n%s%s", code, out.String(), errb.String())
 	}
 }
