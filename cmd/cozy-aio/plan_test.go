@@ -46,19 +46,27 @@ func kustomizeDir(t *testing.T, manifest string) string {
 	return dir
 }
 
+// adminKubeconfig writes a kubeconfig of the test control plane's
+// administrator, for the commands that read one.
+func adminKubeconfig(t *testing.T) string {
+	t.Helper()
+	kc, err := cp.Kubeconfig("plan-admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestPlanKustomize: `cozy-aio plan` of a local directory against the live
 // cluster: nothing (0), an image tag (1), a selector the API server will
 // not change (2), and a directory that does not build (3).
 func TestPlanKustomize(t *testing.T) {
 	ns := cp.Namespace(t)
-	kc, err := cp.Kubeconfig("plan-admin", "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 	live := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(deployment(ns, "web", "nginx:1")), &live.Object); err != nil {
 		t.Fatal(err)
@@ -107,14 +115,7 @@ func TestPlanKustomize(t *testing.T) {
 func TestPlanKustomizeInventory(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	kc, err := cp.Kubeconfig("plan-admin", "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
