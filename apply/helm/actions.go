@@ -284,24 +284,7 @@ func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, err
 		if err := s.applyCRDs(p, o.CRDs.or(CRDCreate), o.timeout()); err != nil {
 			return err
 		}
-		in := action.NewInstall(s.cfg)
-		in.ReleaseName, in.Namespace = s.rel.Name, s.rel.namespace()
-		in.ServerSideApply, in.ForceConflicts = true, true
-		in.Timeout, in.WaitStrategy, in.WaitOptions = o.timeout(), o.Wait.strategy(), s.waitOptions()
-		in.WaitForJobs, in.DisableHooks = o.WaitForJobs, o.DisableHooks
-		in.SkipCRDs = true // applyCRDs did it, by policy
-		in.SkipSchemaValidation = o.DisableSchemaValidation
-		// The API server validates every object (SSA, fieldValidation
-		// Strict); the client-side OpenAPI check would download and parse
-		// the cluster's OpenAPI documents on every action.
-		in.DisableOpenAPIValidation = true
-		in.CreateNamespace = o.CreateNamespace
-		in.TakeOwnership = !o.DisableTakeOwnership
-		in.Replace = replace
-		in.Labels = map[string]string{LabelDigest: p.digest}
-		if !o.PostRender.isZero() {
-			in.PostRenderer = o.PostRender
-		}
+		in := s.newInstall(o, p, replace)
 		r, err := in.Run(p.chart, p.values)
 		out, _ = r.(*releasev1.Release)
 		return err
@@ -315,24 +298,7 @@ func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, err
 		if err := s.applyCRDs(p, o.CRDs.or(CRDSkip), o.timeout()); err != nil {
 			return err
 		}
-		up := action.NewUpgrade(s.cfg)
-		up.Namespace = s.rel.namespace()
-		up.ServerSideApply, up.ForceConflicts = "true", true
-		up.Timeout, up.WaitStrategy, up.WaitOptions = o.timeout(), o.Wait.strategy(), s.waitOptions()
-		up.WaitForJobs, up.DisableHooks = o.WaitForJobs, o.DisableHooks
-		up.SkipCRDs = true
-		up.SkipSchemaValidation = o.DisableSchemaValidation
-		up.DisableOpenAPIValidation = true // see install
-		up.MaxHistory = maxHistory(o.MaxHistory)
-		up.CleanupOnFail, up.ForceReplace = o.CleanupOnFail, o.Force
-		up.TakeOwnership = !o.DisableTakeOwnership
-		// The caller's layers are the whole truth, unless asked to
-		// preserve the last release's values (spec.upgrade.preserveValues).
-		up.ResetValues, up.ReuseValues = !o.PreserveValues, o.PreserveValues
-		up.Labels = map[string]string{LabelDigest: p.digest}
-		if !o.PostRender.isZero() {
-			up.PostRenderer = o.PostRender
-		}
+		up := s.newUpgrade(o, p)
 		r, err := up.Run(s.rel.Name, p.chart, p.values)
 		out, _ = r.(*releasev1.Release)
 		if errors.Is(err, errNoDeployed) {
@@ -344,6 +310,54 @@ func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, err
 		out = s.latest()
 	}
 	return out, err
+}
+
+// newInstall is Helm's install as o and p ask, for the action and for its
+// plan alike.
+func (s *session) newInstall(o InstallOptions, p prepared, replace bool) *action.Install {
+	in := action.NewInstall(s.cfg)
+	in.ReleaseName, in.Namespace = s.rel.Name, s.rel.namespace()
+	in.ServerSideApply, in.ForceConflicts = true, true
+	in.Timeout, in.WaitStrategy, in.WaitOptions = o.timeout(), o.Wait.strategy(), s.waitOptions()
+	in.WaitForJobs, in.DisableHooks = o.WaitForJobs, o.DisableHooks
+	in.SkipCRDs = true // applyCRDs did it, by policy
+	in.SkipSchemaValidation = o.DisableSchemaValidation
+	// The API server validates every object (SSA, fieldValidation
+	// Strict); the client-side OpenAPI check would download and parse
+	// the cluster's OpenAPI documents on every action.
+	in.DisableOpenAPIValidation = true
+	in.CreateNamespace = o.CreateNamespace
+	in.TakeOwnership = !o.DisableTakeOwnership
+	in.Replace = replace
+	in.Labels = map[string]string{LabelDigest: p.digest}
+	if !o.PostRender.isZero() {
+		in.PostRenderer = o.PostRender
+	}
+	return in
+}
+
+// newUpgrade is Helm's upgrade as o and p ask, for the action and for its
+// plan alike.
+func (s *session) newUpgrade(o UpgradeOptions, p prepared) *action.Upgrade {
+	up := action.NewUpgrade(s.cfg)
+	up.Namespace = s.rel.namespace()
+	up.ServerSideApply, up.ForceConflicts = "true", true
+	up.Timeout, up.WaitStrategy, up.WaitOptions = o.timeout(), o.Wait.strategy(), s.waitOptions()
+	up.WaitForJobs, up.DisableHooks = o.WaitForJobs, o.DisableHooks
+	up.SkipCRDs = true
+	up.SkipSchemaValidation = o.DisableSchemaValidation
+	up.DisableOpenAPIValidation = true // see install
+	up.MaxHistory = maxHistory(o.MaxHistory)
+	up.CleanupOnFail, up.ForceReplace = o.CleanupOnFail, o.Force
+	up.TakeOwnership = !o.DisableTakeOwnership
+	// The caller's layers are the whole truth, unless asked to
+	// preserve the last release's values (spec.upgrade.preserveValues).
+	up.ResetValues, up.ReuseValues = !o.PreserveValues, o.PreserveValues
+	up.Labels = map[string]string{LabelDigest: p.digest}
+	if !o.PostRender.isZero() {
+		up.PostRenderer = o.PostRender
+	}
+	return up
 }
 
 // latest reads the newest revision, for results after a failed action.

@@ -207,23 +207,9 @@ func comparable(o runtime.Object) map[string]any {
 // setHelmMetadata adds the ownership marks Helm adds when it applies, so
 // that the dry run does not see their absence as a change.
 func setHelmMetadata(info *resource.Info, name, namespace string) {
-	u, ok := info.Object.(*unstructured.Unstructured)
-	if !ok {
-		return
+	if u, ok := info.Object.(*unstructured.Unstructured); ok {
+		setOwnerMarks(u, name, namespace)
 	}
-	l := u.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l["app.kubernetes.io/managed-by"] = "Helm"
-	u.SetLabels(l)
-	a := u.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a["meta.helm.sh/release-name"] = name
-	a["meta.helm.sh/release-namespace"] = namespace
-	u.SetAnnotations(a)
 }
 
 // fieldManager is the field manager Helm's apply uses, so that drift

@@ -40,11 +40,16 @@ func run(m *testing.M) int {
 	}
 	defer reg.Close()
 	ctx := context.Background()
-	for _, name := range []string{"demo", "broken", "schema", "hook", "crds"} {
+	for _, name := range []string{"demo", "broken", "schema", "hook", "crds", "seaweedfs", "lookup"} {
 		if _, err := reg.PushChart(ctx, "charts/"+name, chartFiles(name, nil)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+	}
+	// SeaweedFS 4.31.0 names its workloads after the release.
+	if _, err := reg.PushChart(ctx, "charts/seaweedfs", seaweedV2()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return testenv.Run(m, &cp, testenv.ControlPlaneOptions{})
 }

@@ -16,6 +16,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/storage"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -147,6 +148,8 @@ type Manager struct {
 type clients struct {
 	getter *restGetter
 	cs     kubernetes.Interface
+	// dyn reads the objects a plan needs (Preview).
+	dyn dynamic.Interface
 }
 
 // New returns a Manager that talks to the API server of cfg.
@@ -221,7 +224,11 @@ func (m *Manager) clientsFor(rel Release) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &clients{getter: g, cs: cs}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &clients{getter: g, cs: cs, dyn: dyn}
 	m.clients[user] = c
 	return c, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 
+	"github.com/cozystack/cozy-aio/plan"
+
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 )
@@ -81,6 +83,9 @@ type ReconcileOptions struct {
 	// when the selected hooks never ran. Default: nil, such a release is
 	// upgraded.
 	Adopt *Adoption
+	// Preview, when set, plans each install and upgrade before it runs,
+	// and may hold it (see Preview). Default: nil, no plans.
+	Preview *Preview
 	// Test, when set, runs the test hooks after a successful install or
 	// upgrade, and on an up-to-date deployed revision whose selected hooks
 	// have not run. A failed test is a failure of the action that made the
@@ -125,6 +130,9 @@ type Outcome struct {
 	// the source digest that came with it; "" when the chart was not
 	// loaded.
 	ChartVersion, OCIDigest string
+	// Plan is the plan of the install or upgrade this call planned
+	// (ReconcileOptions.Preview); nil when it planned none.
+	Plan *plan.Plan
 }
 
 // Reconcile brings a release to the Spec: it recovers a pending revision
@@ -250,15 +258,35 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	if a == ActionUpgrade {
 		spec = o.upgradeSpec()
 	}
-	o.starting(a, spec.timeout())
+	io := InstallOptions{Spec: spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace,
+		DisableTakeOwnership: o.InstallDisableTakeOwnership}
+	uo := UpgradeOptions{Spec: spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues,
+		DisableTakeOwnership: o.UpgradeDisableTakeOwnership}
 	var res Result
+	if o.Preview != nil {
+		if err := s.preview(o.Preview, a, io, uo, p, h, out); err != nil {
+			if errors.Is(err, ErrHeld) {
+				out.Next = Next{Kind: NextHeld, Reason: err.Error()}
+				return err
+			}
+			// No plan, no action: it fails as the action would have
+			// (a render error, an unreachable cluster), counted and
+			// remedied alike.
+			res = resultOf(a, nil)
+			if a == ActionUpgrade {
+				res = resultOf(a, h.latest())
+			}
+			err = wrap(s.rel, a, err)
+			out.Steps = append(out.Steps, res)
+			return s.failure(o, a, pol, err, out)
+		}
+	}
+	o.starting(a, spec.timeout())
 	if a == ActionInstall {
-		r, ierr := s.install(InstallOptions{Spec: spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace,
-			DisableTakeOwnership: o.InstallDisableTakeOwnership}, p)
+		r, ierr := s.install(io, p)
 		res, err = resultOf(a, r), ierr
 	} else {
-		r, uerr := s.upgrade(UpgradeOptions{Spec: spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues,
-			DisableTakeOwnership: o.UpgradeDisableTakeOwnership}, p)
+		r, uerr := s.upgrade(uo, p)
 		res, err = resultOf(a, r), uerr
 	}
 	out.Steps = append(out.Steps, res)
@@ -283,22 +311,22 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 // failure counts a failed attempt of a (or a failed test of the revision
 // it made), plans by pol and remedies.
 func (s *session) failure(o ReconcileOptions, a Action, pol Remediation, err error, out *Outcome) error {
-	var plan Plan
-	out.State, plan = AfterFailure(out.State, a, pol, s.m.opts.Now())
-	out.Next = plan.Next
-	if plan.Remedy == ActionNone {
+	var next Plan
+	out.State, next = AfterFailure(out.State, a, pol, s.m.opts.Now())
+	out.Next = next.Next
+	if next.Remedy == ActionNone {
 		return err
 	}
 	h, herr := s.history()
 	if herr != nil {
-		return errors.Join(err, wrap(s.rel, plan.Remedy, herr))
+		return errors.Join(err, wrap(s.rel, next.Remedy, herr))
 	}
 	if statusOf(h.latest()) != rcommon.StatusFailed && !isTestError(err) {
 		return err // the failure stored no revision: nothing to remedy
 	}
 	ro := o.remedy()
-	o.starting(plan.Remedy, timeoutOr(ro.Timeout))
-	r, ra, rerr := s.remedy(h, plan.Remedy, ro, o.Uninstall)
+	o.starting(next.Remedy, timeoutOr(ro.Timeout))
+	r, ra, rerr := s.remedy(h, next.Remedy, ro, o.Uninstall)
 	res := resultOf(ra, r)
 	subject := h.latest()
 	if ra == ActionRollback {
