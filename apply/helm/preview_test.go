@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
-	"github.com/cozystack/cozy-aio/source/oci"
 	"github.com/cozystack/cozy-aio/plan"
+	"github.com/cozystack/cozy-aio/source/oci"
 )
 
 func seaweedV2() map[string]string {
@@ -51,7 +51,6 @@ func (r *recorder) last(t *testing.T) *plan.Plan {
 	}
 	return r.plans[len(r.plans)-1]
 }
-
 
 func statefulSetExists(t *testing.T, ns, name string) bool {
 	t.Helper()
