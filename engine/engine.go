@@ -137,6 +137,9 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	if err := controllers.CheckKinds(opts.Kinds, reconciledKinds()); err != nil {
 		return nil, err
 	}
+	if _, err := helmrelease.ParseHoldPolicy(opts.UpgradeHold); err != nil {
+		return nil, fmt.Errorf("UpgradeHold: %w", err)
+	}
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
 	if opts.Replicas.Enabled {
@@ -303,7 +306,8 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		Finisher: e.finisher, Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log,
 		Targets: e.targets, Pool: e.pool, OwnsTenant: e.ownsTenant, MayWrite: e.mayWriteStatus,
 		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.controllers.ReadsConfigs, Enqueue: e.controllers.Enqueue, ServiceAccount: e.serviceAccount},
-		helmrelease.Options{Restricted: opts.Restricted, TenantLabel: opts.TenantLabel, ProgressAfter: opts.ProgressAfter, Logger: opts.Logger})
+		helmrelease.Options{Restricted: opts.Restricted, TenantLabel: opts.TenantLabel, ProgressAfter: opts.ProgressAfter, Logger: opts.Logger,
+			UpgradeHold: helmrelease.HoldPolicy(opts.UpgradeHold), DisablePlans: opts.DisableUpgradePlans})
 	e.kustomization = kustomization.New(kustomization.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher,
 		Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log, Targets: e.targets,
 		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.controllers.ReadsConfigs, Enqueue: e.controllers.Enqueue,

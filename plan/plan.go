@@ -174,6 +174,11 @@ type Input struct {
 	ImmutablePolicy func(desired *unstructured.Unstructured) string
 	// Owner tells whose objects are another's.
 	Owner Owner
+	// Revision names the new state where its objects do not tell it
+	// apart (a chart archive's and its values' digest, a source
+	// revision): part of the hash, so that a new revision that renders
+	// the same objects still makes a new plan to approve. Default: "".
+	Revision string
 }
 
 // Compute plans in: the action on each object, the risks of the whole
@@ -241,14 +246,15 @@ func compareRefs(a, b Ref) int {
 	return 0
 }
 
-// hash is the SHA-256 of the desired objects and hooks (sorted, as JSON)
-// and each object's action: the same new state against the same cluster
+// hash is the SHA-256 of the new state's revision, its desired objects
+// and hooks (sorted, as JSON) and each object's action: the same new state against the same cluster
 // gives the same hash; a new revision or a cluster that moved gives
 // another.
 func hash(in Input, p *Plan) (string, error) {
 	objs := append(slices.Clone(in.Desired), in.Hooks...)
 	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return compareRefs(RefOf(a), RefOf(b)) })
 	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", in.Revision)
 	enc := json.NewEncoder(h)
 	for _, u := range objs {
 		if err := enc.Encode(u.Object); err != nil {

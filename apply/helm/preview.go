@@ -160,7 +160,7 @@ func (s *session) preview(pv *Preview, a Action, io InstallOptions, uo UpgradeOp
 	if err != nil {
 		return err
 	}
-	pl, err := s.planOf(current, objs, crds, hooks, crdPolicy, a == ActionUpgrade && uo.Force)
+	pl, err := s.planOf(current, objs, crds, hooks, crdPolicy, a == ActionUpgrade && uo.Force, p.digest)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResou
 // planOf plans the new objects (and the chart's CRDs policy applies)
 // against the current manifest's, reading from the cluster only the
 // objects the current manifest does not hold, and the CRDs.
-func (s *session) planOf(current, objs, crds, hooks []*unstructured.Unstructured, crdPolicy CRDPolicy, force bool) (*plan.Plan, error) {
+func (s *session) planOf(current, objs, crds, hooks []*unstructured.Unstructured, crdPolicy CRDPolicy, force bool, revision string) (*plan.Plan, error) {
 	scopes := newScopes(s, append(append([]*unstructured.Unstructured{}, objs...), crds...))
 	for _, list := range [][]*unstructured.Unstructured{current, objs, crds, hooks} {
 		for _, u := range list {
@@ -272,6 +272,7 @@ func (s *session) planOf(current, objs, crds, hooks []*unstructured.Unstructured
 		},
 		ImmutablePolicy: func(*unstructured.Unstructured) string { return immutable },
 		Owner:           plan.Owner{Release: s.rel.namespace() + "/" + s.rel.Name},
+		Revision:        revision,
 	})
 }
 

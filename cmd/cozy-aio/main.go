@@ -147,6 +147,8 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.IntVar(&o.Engine.Concurrency, "concurrency", 4, "workers per source and Kustomization reconciler")
 	fs.Float64Var(&f.qps, "kube-api-qps", 500, "client-side limit of API requests per second")
 	fs.IntVar(&o.Engine.KubeAPIBurst, "kube-api-burst", 1000, "client-side burst of API requests")
+	fs.StringVar(&o.Engine.UpgradeHold, "upgrade-hold", "never", "hold policy of a HelmRelease without the cozy-aio.cozystack.io/upgrade-hold annotation: never, risky or always (see docs/upgrade-preview.md)")
+	fs.BoolVar(&o.Engine.DisableUpgradePlans, "disable-upgrade-plans", false, "make no plan of HelmRelease installs and upgrades (and hold none)")
 	fs.StringVar(&o.Engine.TenantLabel, "tenant-label", "", "label naming a HelmRelease's tenant (default: its namespace)")
 	fs.BoolVar(&o.Engine.Restricted, "restricted", false, "no cross-namespace references, no remote bases, default service account for tenants")
 	fs.StringVar(&o.Engine.DefaultServiceAccount, "default-service-account", "default", "service account for tenants in restricted mode")

@@ -49,6 +49,9 @@ type Outcome struct {
 	// action is the stage of the reconcile the Event names (Flux 2.10's
 	// actions, for example HelmInstall); empty, eventAction derives it.
 	Action string
+	// KeepReady leaves the Ready condition as it was (an upgrade held for
+	// an approval: the release is what it was).
+	KeepReady bool
 }
 
 func Succeeded(msg string, args ...any) Outcome {
@@ -118,6 +121,7 @@ func (f *Finisher) Finish(ctx context.Context, kind string, obj, orig Object, st
 	conditions.Delete(obj, meta.ReconcilingCondition)
 	conditions.Delete(obj, meta.StalledCondition)
 	switch {
+	case out.KeepReady:
 	case out.Ready:
 		conditions.MarkTrue(obj, meta.ReadyCondition, out.Reason, "%s", out.Message)
 	case out.Stalled:

@@ -35,6 +35,9 @@ func (f *Finisher) logOutcome(ctx context.Context, kind string, obj, orig Object
 	changed := before == nil || after == nil || before.Status != after.Status || before.Reason != after.Reason ||
 		before.Message != after.Message || RevisionOf(orig) != RevisionOf(obj)
 	switch {
+	case out.KeepReady:
+		// Held: the plan's report logged its line when it was new.
+		l.V(1).Info(out.Message, "reason", out.Reason)
 	case out.Ready && changed:
 		l.Info(out.Message, "reason", out.Reason)
 	case out.Ready:

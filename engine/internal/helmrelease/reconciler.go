@@ -47,6 +47,11 @@ type Options struct {
 	ProgressAfter time.Duration
 	// Logger logs what the Helm work does.
 	Logger logr.Logger
+	// UpgradeHold is the hold policy of a release without the
+	// HoldAnnotation. Default (""): never.
+	UpgradeHold HoldPolicy
+	// DisablePlans plans no install or upgrade (and so holds none).
+	DisablePlans bool
 }
 
 // Deps is what HelmReleases use of the engine.
@@ -90,10 +95,14 @@ type Reconciler struct {
 	opts     Options
 	work     helmWork
 	progress progress
+	plans    plans
 }
 
 // New returns the HelmRelease reconciler.
 func New(d Deps, o Options) *Reconciler {
+	if o.UpgradeHold == "" {
+		o.UpgradeHold = HoldNever
+	}
 	r := &Reconciler{deps: d, opts: o}
 	r.work.backoff = runtimectrl.GetDefaultRateLimiter()
 	return r
@@ -112,6 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			gone := frame.Ref{Kind: helmv2.HelmReleaseKind, Namespace: req.Namespace, Name: req.Name}
 			r.unweigh(gone)
 			r.deps.ReadsConfigs(gone, nil)
+			r.plans.forget(gone)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -169,6 +179,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self frame.Ref) (frame.Outcome, bool) {
 	if err := Unsupported(obj); err != nil {
 		return frame.Stalled(frame.UnsupportedFieldReason, err), false
+	}
+	if _, _, err := holdOf(obj, r.opts.UpgradeHold); err != nil {
+		return frame.Stalled(InvalidHoldReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
@@ -309,6 +322,12 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelea
 		ServiceAccountNamespace: obj.Namespace,
 	}
 	opts.Known = knownRevision(obj, rel)
+	pol, approved, err := holdOf(obj, r.opts.UpgradeHold)
+	if err != nil {
+		return frame.Stalled(InvalidHoldReason, fmt.Errorf("%s: %w", self, err))
+	}
+	opts.Preview = r.preview(obj, self, pol, approved)
+	attempted := obj.Status.DeepCopy()
 	opts.Adopt = adoption(obj, kind, art.Revision)
 	opts.Chart.Revision = digestRevision(kind, art.Revision)
 	obj.Status.LastAttemptedGeneration = obj.Generation
@@ -327,6 +346,15 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelea
 		res, err = mgr.Reconcile(ctx, rel, opts, state)
 	}
 	stopProgress()
+	if r.markHeld(obj, self, pol, res) {
+		// Nothing ran: the status says what it said, but for the Held
+		// condition; Ready keeps its value.
+		held := conditions.Get(obj, HeldCondition)
+		attempted.Conditions = obj.Status.Conditions
+		obj.Status = *attempted
+		conditions.Set(obj, held)
+		return frame.Outcome{KeepReady: true, Reason: UpgradeHeldReason, Message: held.Message, RequeueAfter: obj.GetRequeueAfter()}
+	}
 	err = targets.RemoteError(remote, err)
 	r.logHelmSteps(self, rel, res, err)
 	setHelmStatus(obj, res, rel)
