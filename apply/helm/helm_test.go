@@ -40,7 +40,7 @@ func run(m *testing.M) int {
 	}
 	defer reg.Close()
 	ctx := context.Background()
-	for _, name := range []string{"demo", "broken", "schema", "hook", "crds", "seaweedfs", "lookup"} {
+	for _, name := range []string{"demo", "broken", "schema", "hook", "crds", "seaweedfs", "lookup", "risks"} {
 		if _, err := reg.PushChart(ctx, "charts/"+name, chartFiles(name, nil)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

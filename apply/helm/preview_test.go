@@ -204,3 +204,81 @@ func TestPreviewRenderErrorIsTheUpgradesFailure(t *testing.T) {
 		t.Fatalf("messages differ:\nwithout a plan: %s\nwith a plan:    %s", msgs[0], msgs[1])
 	}
 }
+
+// One upgrade per risk code, each planned against a real API server and
+// held: the plan names the code and the object, and nothing changes. A
+// harmless change (an image tag) has no risk.
+func TestPreviewNamesEachRisk(t *testing.T) {
+	chart := helm.Chart{Ref: "oci://" + reg.Host() + "/charts/risks", Version: "0.1.0", Registry: oci.Registry{PlainHTTP: true}}
+	cases := []struct {
+		name          string
+		before, after map[string]any
+		setup         func(t *testing.T, ns string)
+		code          plan.Code
+		kind, object  string // object: a name, with REL for the release's
+	}{
+		{name: "immutable", after: values("serviceName", "db2"), code: plan.ImmutableChange, kind: "StatefulSet", object: "REL-db"},
+		{name: "dataloss", before: values("pvc", true), after: values("pvc", false), code: plan.DataLoss, kind: "PersistentVolumeClaim", object: "REL-data"},
+		{name: "crdversion", before: values("crdVersions", []any{"v1alpha1"}), after: values("crdVersions", []any{"v1"}),
+			code: plan.CRDVersionRemoval, kind: "CustomResourceDefinition", object: "widgets.REL.example.com"},
+		{name: "ownership", after: values("shared", "taken"), code: plan.OwnershipChange, kind: "ConfigMap", object: "taken",
+			setup: func(t *testing.T, ns string) {
+				cm := &corev1.ConfigMap{}
+				cm.Name, cm.Namespace = "taken", ns
+				cm.Annotations = map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": ns}
+				if err := cp.Client.Create(context.Background(), cm); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "hooks", after: values("hook", true), code: plan.Hooks, kind: "ConfigMap", object: "REL-migrate"},
+		{name: "harmless", after: values("image", "registry.k8s.io/pause:3.9")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := testContext(t)
+			ns := cp.Namespace(t)
+			m := newManager(t, helm.Options{})
+			relName := "risk-" + c.name + "-" + ns[2:]
+			rel := helm.Release{Name: relName, Namespace: ns}
+			rec := &recorder{hold: true}
+			o := helm.ReconcileOptions{Spec: helm.Spec{Chart: chart, Wait: helm.WaitNone}, Preview: rec.preview()}
+			if c.before != nil {
+				o.Spec.Values = []map[string]any{c.before}
+			}
+			out, err := m.Reconcile(ctx, rel, o, helm.State{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.setup != nil {
+				c.setup(t, ns)
+			}
+			o.Spec.Values = append(o.Spec.Values, c.after)
+			out, err = m.Reconcile(ctx, rel, o, out.State)
+			p := rec.last(t)
+			if c.code == "" {
+				if err != nil || len(p.Risks) != 0 || out.Release.Revision != 2 {
+					t.Fatalf("harmless change: risks %+v, revision %d, %v; want none, applied", p.Risks, out.Release.Revision, err)
+				}
+				return
+			}
+			want := strings.ReplaceAll(c.object, "REL", relName)
+			found := false
+			for _, r := range risksOf(p, c.code) {
+				found = found || r.Object.Kind == c.kind && r.Object.Name == want && r.Message != ""
+			}
+			if !found {
+				t.Fatalf("no %s risk on %s %s: %+v", c.code, c.kind, want, p.Risks)
+			}
+			if c.code == plan.Hooks {
+				// Information only: the upgrade runs.
+				if err != nil || out.Release.Revision != 2 {
+					t.Fatalf("upgrade with a hook: revision %d, %v", out.Release.Revision, err)
+				}
+				return
+			}
+			if !errors.Is(err, helm.ErrHeld) || out.Release.Revision != 1 {
+				t.Fatalf("risky upgrade: revision %d, %v; want held at 1", out.Release.Revision, err)
+			}
+		})
+	}
+}
