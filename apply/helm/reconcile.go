@@ -258,10 +258,7 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	if a == ActionUpgrade {
 		spec = o.upgradeSpec()
 	}
-	io := InstallOptions{Spec: spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace,
-		DisableTakeOwnership: o.InstallDisableTakeOwnership}
-	uo := UpgradeOptions{Spec: spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues,
-		DisableTakeOwnership: o.UpgradeDisableTakeOwnership}
+	io, uo := o.actionOptions(spec)
 	var res Result
 	if o.Preview != nil {
 		if err := s.preview(o.Preview, a, io, uo, p, h, out); err != nil {
@@ -306,6 +303,51 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		return err
 	}
 	return s.failure(o, a, pol, err, out)
+}
+
+// actionOptions are the options of the install and of the upgrade that
+// reconciling to o runs, with spec.
+func (o ReconcileOptions) actionOptions(spec Spec) (InstallOptions, UpgradeOptions) {
+	return InstallOptions{Spec: spec, CRDs: o.InstallCRDs, CreateNamespace: o.CreateNamespace,
+			DisableTakeOwnership: o.InstallDisableTakeOwnership},
+		UpgradeOptions{Spec: spec, CRDs: o.UpgradeCRDs, CleanupOnFail: o.CleanupOnFail, Force: o.Force, PreserveValues: o.PreserveValues,
+			DisableTakeOwnership: o.UpgradeDisableTakeOwnership}
+}
+
+// Plan returns the plan of the install or upgrade that reconciling rel
+// to o would run now, made as Reconcile makes it (Preview), without
+// running it: nothing is written. Nil when the latest revision is
+// deployed and made of o's chart and values.
+func (m *Manager) Plan(ctx context.Context, rel Release, o ReconcileOptions) (*plan.Plan, error) {
+	return locked(ctx, m, rel, ActionNone, func() (*plan.Plan, error) {
+		s, err := m.newSession(ctx, rel, maxHistory(o.MaxHistory))
+		if err != nil {
+			return nil, wrap(rel, ActionNone, err)
+		}
+		p, err := m.prepare(ctx, o.Spec)
+		if err != nil {
+			return nil, wrap(rel, ActionNone, err)
+		}
+		h, err := s.history()
+		if err != nil {
+			return nil, wrap(rel, ActionNone, err)
+		}
+		a, spec := ActionUpgrade, o.upgradeSpec()
+		latest := h.latest()
+		switch st := statusOf(latest); {
+		case latest == nil, st == rcommon.StatusUninstalled,
+			h.deployed() == nil && st != rcommon.StatusFailed && st != rcommon.StatusSuperseded:
+			a, spec = ActionInstall, o.Spec
+		case st == rcommon.StatusDeployed && latest.Labels[LabelDigest] == p.digest:
+			return nil, nil
+		}
+		io, uo := o.actionOptions(spec)
+		var out Outcome
+		if err := s.preview(&Preview{}, a, io, uo, p, h, &out); err != nil {
+			return nil, wrap(rel, a, err)
+		}
+		return out.Plan, nil
+	})
 }
 
 // failure counts a failed attempt of a (or a failed test of the revision

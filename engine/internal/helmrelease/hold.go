@@ -1,6 +1,7 @@
 package helmrelease
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
 	"github.com/cozystack/cozy-aio/engine/internal/frame"
@@ -234,4 +236,29 @@ func (r *Reconciler) markHeld(obj *helmv2.HelmRelease, self frame.Ref, pol HoldP
 	}
 	conditions.MarkTrue(obj, HeldCondition, UpgradeHeldReason, "%s", heldMessage(pol, last.Plan))
 	return true
+}
+
+// PlanOptions are the release and options a reconcile of obj plans its
+// install or upgrade with, for a chart at chartPath (of the source
+// revision chartRevision, as the chart version carries it; "" for none):
+// what `cozy-aio plan --chart --helmrelease` plans, so that it prints the
+// plan the engine makes. The release is planned as the caller's identity,
+// not obj's service account.
+func PlanOptions(ctx context.Context, c client.Client, obj *helmv2.HelmRelease, chartPath, chartRevision string) (helm.Release, helm.ReconcileOptions, error) {
+	self := frame.Ref{Kind: helmv2.HelmReleaseKind, Namespace: obj.Namespace, Name: obj.Name}
+	if err := Unsupported(obj); err != nil {
+		return helm.Release{}, helm.ReconcileOptions{}, err
+	}
+	r := &Reconciler{deps: Deps{Client: c}}
+	values, err := r.values(ctx, obj, self)
+	if err != nil {
+		return helm.Release{}, helm.ReconcileOptions{}, err
+	}
+	o := reconcileOptions(obj, chartPath, values)
+	kind, _, _, _ := chartSourceOf(obj)
+	if chartRevision != "" {
+		o.Chart.Revision = digestRevision(kind, chartRevision)
+	}
+	rel := helm.Release{Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace(), StorageNamespace: obj.GetStorageNamespace()}
+	return rel, o, nil
 }
