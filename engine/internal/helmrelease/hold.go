@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -188,12 +189,28 @@ func (r *Reconciler) reportPlan(obj *helmv2.HelmRelease, self frame.Ref, p *plan
 		typ, reason = corev1.EventTypeWarning, RiskyPlanReason
 		msg += "; " + riskList(p)
 	}
-	r.deps.Recorder.Eventf(obj, nil, typ, reason, "HelmPlan", "%s", msg)
+	r.deps.Recorder.Eventf(obj, nil, typ, reason, "HelmPlan", "%s", clip(msg, maxNote))
 	kv := []any{"HelmRelease", self.String(), "hash", p.Hash, "summary", p.Summary()}
 	if p.Risky() {
 		kv = append(kv, "risks", riskList(p))
 	}
 	r.opts.Logger.Info("upgrade planned", kv...)
+}
+
+// maxNote is the longest Event note the API server takes (events.k8s.io/v1).
+const maxNote = 1024
+
+// clip shortens s to at most n bytes, cut on a rune boundary, saying so.
+func clip(s string, n int) string {
+	const more = " … (the Held condition and cozy-aio plan list all)"
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }
 
 // maxRisksShown bounds the risks a message lists.
