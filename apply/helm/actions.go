@@ -285,6 +285,7 @@ func (s *session) install(o InstallOptions, p prepared) (*releasev1.Release, err
 			return err
 		}
 		in := s.newInstall(o, p, replace)
+		in.PostRenderer = s.planning.wrap(in.PostRenderer)
 		r, err := in.Run(p.chart, p.values)
 		out, _ = r.(*releasev1.Release)
 		return err
@@ -299,6 +300,7 @@ func (s *session) upgrade(o UpgradeOptions, p prepared) (*releasev1.Release, err
 			return err
 		}
 		up := s.newUpgrade(o, p)
+		up.PostRenderer = s.planning.wrap(up.PostRenderer)
 		r, err := up.Run(s.rel.Name, p.chart, p.values)
 		out, _ = r.(*releasev1.Release)
 		if errors.Is(err, errNoDeployed) {

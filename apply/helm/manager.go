@@ -246,6 +246,9 @@ type session struct {
 	records *releaseSecrets
 	// written logs the records the session's actions wrote.
 	written *writeLog
+	// planning, when set, plans the install or upgrade the session runs
+	// from its own render (Preview).
+	planning *planStep
 }
 
 func (m *Manager) newSession(ctx context.Context, rel Release, maxHistory int) (*session, error) {

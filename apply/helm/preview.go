@@ -51,6 +51,115 @@ const NextHeld NextKind = "Held"
 // errRendered stops a planning render once its objects are captured.
 var errRendered = errors.New("rendered for a plan")
 
+// planStep plans one install or upgrade (Preview).
+type planStep struct {
+	s      *session
+	pv     *Preview
+	a      Action
+	io     InstallOptions
+	uo     UpgradeOptions
+	p      prepared
+	h      history
+	out    *Outcome
+	decide bool // ask pv.Decide
+}
+
+// newPlanStep returns the plan step of action a, or nil with no Preview.
+func (s *session) newPlanStep(pv *Preview, a Action, io InstallOptions, uo UpgradeOptions, p prepared, h history, out *Outcome) *planStep {
+	if pv == nil {
+		return nil
+	}
+	return &planStep{s: s, pv: pv, a: a, io: io, uo: uo, p: p, h: h, out: out, decide: pv.Decide != nil}
+}
+
+// crdPolicy is the CRD policy of the step's action.
+func (ps *planStep) crdPolicy() CRDPolicy {
+	if ps.a == ActionUpgrade {
+		return ps.uo.CRDs.or(CRDSkip)
+	}
+	return ps.io.CRDs.or(CRDCreate)
+}
+
+// inAction tells whether the action's own render can be planned: unless
+// it applies CRDs of the chart's crds/ first, which the plan must cover
+// before they are applied.
+func (ps *planStep) inAction() bool {
+	return ps.crdPolicy() == CRDSkip || len(ps.p.chart.CRDObjects()) == 0
+}
+
+// before runs before the action: a plan held already holds it again
+// without a render; an action that applies CRDs first is rendered and
+// planned here (a server dry-run, stopped after its render).
+func (ps *planStep) before() error {
+	if ps.pv.Held != nil {
+		if err := ps.pv.Held(ps.p.digest); err != nil {
+			return err
+		}
+	}
+	if ps.inAction() {
+		return nil
+	}
+	return ps.renderAndPlan()
+}
+
+// renderAndPlan renders the action as it would run, against the live
+// cluster (lookup), stopped after the render, and plans it.
+func (ps *planStep) renderAndPlan() error {
+	capture := &renderCapture{}
+	var rerr error
+	if ps.a == ActionInstall {
+		in := ps.s.newInstall(ps.io, ps.p, ps.h.latest() != nil)
+		in.DryRunStrategy = action.DryRunServer
+		capture.inner = in.PostRenderer
+		in.PostRenderer = capture
+		_, rerr = in.Run(ps.p.chart, ps.p.values)
+	} else {
+		up := ps.s.newUpgrade(ps.uo, ps.p)
+		up.DryRunStrategy = action.DryRunServer
+		capture.inner = up.PostRenderer
+		up.PostRenderer = capture
+		_, rerr = up.Run(ps.s.rel.Name, ps.p.chart, ps.p.values)
+	}
+	if !errors.Is(rerr, errRendered) {
+		if rerr == nil {
+			rerr = errors.New("the chart rendered nothing to plan")
+		}
+		return rerr
+	}
+	return ps.plan(capture.out)
+}
+
+// wrap returns the action's post-renderer, planning what it renders
+// (when the plan is made in the action): the plan sees exactly what the
+// action applies, and a hold stops the action before it writes anything.
+func (ps *planStep) wrap(inner postrenderer.PostRenderer) postrenderer.PostRenderer {
+	if ps == nil || !ps.inAction() {
+		return inner
+	}
+	return &planningRenderer{inner: inner, ps: ps}
+}
+
+// planningRenderer is the post-renderer of an action planned as it runs.
+type planningRenderer struct {
+	inner postrenderer.PostRenderer
+	ps    *planStep
+}
+
+func (r *planningRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
+	out := in
+	if r.inner != nil {
+		var err error
+		if out, err = r.inner.Run(in); err != nil {
+			return nil, err
+		}
+	}
+	// Helm reads what comes back; the plan reads its own copy.
+	if err := r.ps.plan(bytes.NewBuffer(out.Bytes())); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // renderCapture is the post-renderer of a planning render: it runs the
 // release's own post-renderer, keeps what comes out and stops the action.
 type renderCapture struct {
@@ -74,31 +183,9 @@ func (c *renderCapture) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 // hands a post-renderer, and takes away after.
 const filenameAnnotation = "postrenderer.helm.sh/postrender-filename"
 
-// render renders action a as it would run, against the live cluster
-// (lookup), and returns what it would apply and the hooks it would run.
-func (s *session) render(a Action, io InstallOptions, uo UpgradeOptions, p prepared, replace bool) (objs, hooks []*unstructured.Unstructured, err error) {
-	capture := &renderCapture{}
-	var rerr error
-	if a == ActionInstall {
-		in := s.newInstall(io, p, replace)
-		in.DryRunStrategy = action.DryRunServer
-		capture.inner = in.PostRenderer
-		in.PostRenderer = capture
-		_, rerr = in.Run(p.chart, p.values)
-	} else {
-		up := s.newUpgrade(uo, p)
-		up.DryRunStrategy = action.DryRunServer
-		capture.inner = up.PostRenderer
-		up.PostRenderer = capture
-		_, rerr = up.Run(s.rel.Name, p.chart, p.values)
-	}
-	if !errors.Is(rerr, errRendered) {
-		if rerr == nil {
-			rerr = errors.New("the chart rendered nothing to plan")
-		}
-		return nil, nil, rerr
-	}
-	all, err := apply.ReadObjects(capture.out, "rendered manifests")
+// split reads what a render put out: the objects to apply and the hooks.
+func split(rendered *bytes.Buffer) (objs, hooks []*unstructured.Unstructured, err error) {
+	all, err := apply.ReadObjects(rendered, "rendered manifests")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,27 +206,23 @@ func (s *session) render(a Action, io InstallOptions, uo UpgradeOptions, p prepa
 	return objs, hooks, nil
 }
 
-// preview plans action a and asks pv whether it may run: nil when it may;
-// an error wrapping ErrHeld when it is held; another error when no plan
-// could be made (the action's own failure, such as a render error).
-func (s *session) preview(pv *Preview, a Action, io InstallOptions, uo UpgradeOptions, p prepared, h history, out *Outcome) error {
-	if pv.Held != nil {
-		if err := pv.Held(p.digest); err != nil {
-			return err
-		}
-	}
-	objs, hooks, err := s.render(a, io, uo, p, h.latest() != nil)
+// plan plans what a render put out and asks the Preview whether the
+// action may run: nil when it may; an error wrapping ErrHeld when it is
+// held; another error when no plan could be made.
+func (ps *planStep) plan(rendered *bytes.Buffer) error {
+	s, a := ps.s, ps.a
+	objs, hooks, err := split(rendered)
 	if err != nil {
 		return err
 	}
-	if io.DisableHooks && a == ActionInstall || uo.DisableHooks && a == ActionUpgrade {
+	if ps.io.DisableHooks && a == ActionInstall || ps.uo.DisableHooks && a == ActionUpgrade {
 		hooks = nil
 	}
 	var current []*unstructured.Unstructured
 	if a == ActionUpgrade {
-		cur := h.deployed()
+		cur := ps.h.deployed()
 		if cur == nil {
-			cur = h.latest()
+			cur = ps.h.latest()
 		}
 		if cur != nil {
 			if current, err = apply.ReadObjects(strings.NewReader(cur.Manifest), "the current revision's manifest"); err != nil {
@@ -152,23 +235,19 @@ func (s *session) preview(pv *Preview, a Action, io InstallOptions, uo UpgradeOp
 			setOwnerMarks(u, s.rel.Name, s.rel.namespace())
 		}
 	}
-	crdPolicy := io.CRDs.or(CRDCreate)
-	if a == ActionUpgrade {
-		crdPolicy = uo.CRDs.or(CRDSkip)
-	}
-	crds, err := chartCRDs(p.chart, crdPolicy)
+	crds, err := chartCRDs(ps.p.chart, ps.crdPolicy())
 	if err != nil {
 		return err
 	}
-	pl, err := s.planOf(current, objs, crds, hooks, crdPolicy, a == ActionUpgrade && uo.Force, p.digest)
+	pl, err := s.planOf(current, objs, crds, hooks, ps.crdPolicy(), a == ActionUpgrade && ps.uo.Force, ps.p.digest)
 	if err != nil {
 		return err
 	}
-	out.Plan = pl
-	if pv.Decide == nil {
+	ps.out.Plan = pl
+	if !ps.decide {
 		return nil
 	}
-	return pv.Decide(p.digest, pl)
+	return ps.pv.Decide(ps.p.digest, pl)
 }
 
 // chartCRDs are the CustomResourceDefinitions of the chart's crds/

@@ -23,7 +23,8 @@ import (
 // default 1,000; a ConfigMap and a Deployment each) to a new chart
 // version and new values, four rounds in one run, alternating plans on
 // (ReconcileOptions.Preview, as the engine's default) and off, 16 at a
-// time as the engine's shards run them. It reports each mode's median
+// time as the engine's shards run them, with Flux's origin labels as
+// every HelmRelease has. It reports each mode's median
 // round: seconds, the process's peak RSS during the round, and the
 // allocations per release; and the ratios on/off.
 func BenchmarkUpgradePlans(b *testing.B) {
@@ -47,7 +48,9 @@ func BenchmarkUpgradePlans(b *testing.B) {
 			if err := os.WriteFile(path, tgz, 0o600); err != nil {
 				b.Fatal(err)
 			}
-			o := helm.ReconcileOptions{Spec: helm.Spec{Chart: helm.Chart{Path: path}, Wait: helm.WaitNone,
+			// Flux's origin labels, as every HelmRelease of the engine has.
+			origin := helm.PostRender{OriginLabels: map[string]string{"helm.toolkit.fluxcd.io/name": "bench", "helm.toolkit.fluxcd.io/namespace": ns}}
+			o := helm.ReconcileOptions{Spec: helm.Spec{Chart: helm.Chart{Path: path}, Wait: helm.WaitNone, PostRender: origin,
 				Values: []map[string]any{values("deployment", true, "message", fmt.Sprint(round), "image", fmt.Sprintf("registry.example/app:%d", round))}}}
 			var planned atomic.Int64
 			if preview {

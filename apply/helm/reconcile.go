@@ -260,8 +260,9 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 	}
 	io, uo := o.actionOptions(spec)
 	var res Result
-	if o.Preview != nil {
-		if err := s.preview(o.Preview, a, io, uo, p, h, out); err != nil {
+	ps := s.newPlanStep(o.Preview, a, io, uo, p, h, out)
+	if ps != nil {
+		if err := ps.before(); err != nil {
 			if errors.Is(err, ErrHeld) {
 				out.Next = Next{Kind: NextHeld, Reason: err.Error()}
 				return err
@@ -279,12 +280,19 @@ func (s *session) reconcile(o ReconcileOptions, out *Outcome) error {
 		}
 	}
 	o.starting(a, spec.timeout())
+	s.planning = ps
 	if a == ActionInstall {
 		r, ierr := s.install(io, p)
 		res, err = resultOf(a, r), ierr
 	} else {
 		r, uerr := s.upgrade(uo, p)
 		res, err = resultOf(a, r), uerr
+	}
+	s.planning = nil
+	if errors.Is(err, ErrHeld) {
+		// Held by the plan of the action's own render: nothing written.
+		out.Next = Next{Kind: NextHeld, Reason: err.Error()}
+		return err
 	}
 	out.Steps = append(out.Steps, res)
 	if err == nil && o.Test != nil {
@@ -343,7 +351,7 @@ func (m *Manager) Plan(ctx context.Context, rel Release, o ReconcileOptions) (*p
 		}
 		io, uo := o.actionOptions(spec)
 		var out Outcome
-		if err := s.preview(&Preview{}, a, io, uo, p, h, &out); err != nil {
+		if err := s.newPlanStep(&Preview{}, a, io, uo, p, h, &out).renderAndPlan(); err != nil {
 			return nil, wrap(rel, a, err)
 		}
 		return out.Plan, nil
