@@ -137,7 +137,7 @@ func New(cfg *rest.Config, opts Options) (*Engine, error) {
 	if err := controllers.CheckKinds(opts.Kinds, reconciledKinds()); err != nil {
 		return nil, err
 	}
-	if _, err := helmrelease.ParseHoldPolicy(opts.UpgradeHold); err != nil {
+	if _, err := frame.ParseHoldPolicy(opts.UpgradeHold); err != nil {
 		return nil, fmt.Errorf("UpgradeHold: %w", err)
 	}
 	opts = opts.withDefaults()
@@ -307,13 +307,14 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		Targets: e.targets, Pool: e.pool, OwnsTenant: e.ownsTenant, MayWrite: e.mayWriteStatus,
 		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.controllers.ReadsConfigs, Enqueue: e.controllers.Enqueue, ServiceAccount: e.serviceAccount},
 		helmrelease.Options{Restricted: opts.Restricted, TenantLabel: opts.TenantLabel, ProgressAfter: opts.ProgressAfter, Logger: opts.Logger,
-			UpgradeHold: helmrelease.HoldPolicy(opts.UpgradeHold), DisablePlans: opts.DisableUpgradePlans})
+			UpgradeHold: frame.HoldPolicy(opts.UpgradeHold), DisablePlans: opts.DisableUpgradePlans})
 	e.kustomization = kustomization.New(kustomization.Deps{Client: mgr.GetClient(), Store: store, Finisher: e.finisher,
 		Admission: e.admission, Graph: e.graph, Recorder: e.recorder, Logger: e.log, Targets: e.targets,
 		SourceArtifact: e.sourceArtifact, ReadsConfigs: e.controllers.ReadsConfigs, Enqueue: e.controllers.Enqueue,
 		RunContext: func() context.Context { return *e.runCtx.Load() }, Managers: e.kustomizeManagers(),
 		ServiceAccount: e.serviceAccount}, kustomization.Options{Restricted: opts.Restricted,
-		AllowRemoteBases: opts.AllowRemoteBases, StrictSubstitutions: opts.StrictSubstitutions})
+		AllowRemoteBases: opts.AllowRemoteBases, StrictSubstitutions: opts.StrictSubstitutions,
+		UpgradeHold: frame.HoldPolicy(opts.UpgradeHold), DisablePlans: opts.DisableUpgradePlans})
 	e.sources = sources.New(sources.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: store, Finisher: e.finisher,
 		Graph: e.graph, Secret: e.secret, Dial: e.sourceDial(), Destinations: e.destinations(),
 		HelmRepos: helmrepo.NewClient(helmrepo.ClientOptions{}), Stored: e.stored, SourceArtifact: e.sourceArtifact,

@@ -66,15 +66,15 @@ type Options struct {
 	// Replicas lets several engines share one cluster through Leases.
 	// Default: off, this engine alone does everything.
 	Replicas ReplicaOptions
-	// UpgradeHold is the hold policy of a HelmRelease without the
-	// cozy-aio.cozystack.io/upgrade-hold annotation: "never" (the
-	// default: every upgrade runs at once, as with Flux; its plan is still
-	// made and reported), "risky" (an install or upgrade whose plan names
-	// a risk waits for an approval) or "always". See
-	// docs/upgrade-preview.md.
+	// UpgradeHold is the hold policy of a HelmRelease or Kustomization
+	// without the cozy-aio.cozystack.io/upgrade-hold annotation: "never"
+	// (the default: every change runs at once, as with Flux; its plan is
+	// still made and reported), "risky" (a change whose plan names a risk
+	// waits for an approval) or "always". See docs/upgrade-preview.md.
 	UpgradeHold string
 	// DisableUpgradePlans makes no plan of HelmRelease installs and
-	// upgrades, and so holds none. Default: false, each is planned.
+	// upgrades and of Kustomizations' new desired states, and so holds
+	// none. Default: false, each is planned.
 	DisableUpgradePlans bool
 	// TenantLabel names the label that gives a HelmRelease's tenant.
 	// Default: "" (the namespace is the tenant).

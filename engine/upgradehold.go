@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/apply/helm"
+	"github.com/cozystack/cozy-aio/engine/internal/frame"
 	"github.com/cozystack/cozy-aio/engine/internal/helmrelease"
 	"github.com/cozystack/cozy-aio/plan"
 )
@@ -17,13 +18,13 @@ import (
 const (
 	// UpgradeHoldAnnotation sets a HelmRelease's hold policy: risky,
 	// always or never.
-	UpgradeHoldAnnotation = helmrelease.HoldAnnotation
+	UpgradeHoldAnnotation = frame.HoldAnnotation
 	// ApprovePlanAnnotation approves the held plan whose hash it carries.
-	ApprovePlanAnnotation = helmrelease.ApproveAnnotation
+	ApprovePlanAnnotation = frame.ApproveAnnotation
 	// HeldCondition is True while a HelmRelease's install or upgrade
 	// waits for an approval; its message names each risk and the plan's
 	// hash.
-	HeldCondition = helmrelease.HeldCondition
+	HeldCondition = frame.HeldCondition
 )
 
 // PlanHelmRelease returns the plan of the install or upgrade a

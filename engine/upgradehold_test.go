@@ -52,8 +52,8 @@ func seaweedRegistry(t *testing.T, versions ...string) *testenv.Registry {
 var heldHash = regexp.MustCompile(`plan (sha256:[0-9a-f]{64}) held`)
 
 // heldPlan returns the hash the Held condition names, "" when not held.
-func heldPlan(hr *helmv2.HelmRelease) string {
-	c := conditions.Get(hr, "Held")
+func heldPlan(obj conditions.Getter) string {
+	c := conditions.Get(obj, "Held")
 	if c == nil || c.Status != metav1.ConditionTrue {
 		return ""
 	}
@@ -76,13 +76,13 @@ func statefulSetPresent(t *testing.T, ns, name string) bool {
 
 // annotate sets annotations on hr and asks for a reconcile, as
 // `cozy-aio plan approve` and `flux reconcile` do; it returns the request.
-func annotate(t *testing.T, hr *helmv2.HelmRelease, kv ...string) string {
+func annotate(t *testing.T, hr client.Object, kv ...string) string {
 	t.Helper()
 	ctx := context.Background()
 	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(hr), hr); err != nil {
 		t.Fatal(err)
 	}
-	patch := client.MergeFrom(hr.DeepCopy())
+	patch := client.MergeFrom(hr.DeepCopyObject().(client.Object))
 	a := hr.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}
@@ -209,4 +209,64 @@ func TestUpgradeHoldSeaweedFS(t *testing.T) {
 		c := conditions.Get(hr, meta.ReadyCondition)
 		return c != nil && c.Reason == "InvalidUpgradeHold" && strings.Contains(c.Message, `"riksy"`)
 	}, "Ready=False InvalidUpgradeHold")
+}
+
+func pvc(name, ns string) string {
+	return "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: " + name + "\n  namespace: " + ns +
+		"\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n"
+}
+
+// A Kustomization under upgrade-hold: risky. A commit that drops a
+// PersistentVolumeClaim is held (DataLoss), nothing is pruned, Ready
+// keeps its value; approving the plan prunes it. A harmless change runs
+// at once.
+func TestUpgradeHoldKustomization(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	repo, _ := gitSource(t, ns, "apps", map[string]string{
+		"deploy/a.yaml":    configMap("a", ns),
+		"deploy/data.yaml": pvc("data", ns),
+	})
+	startEngine(t, engine.Options{UpgradeHold: "risky"})
+	ks := kustomization(ns, "apps", "apps", "./deploy")
+	if err := cp.Client.Create(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ks, readyIs(ks, true), "Ready=True")
+	first := ks.Status.LastAppliedRevision
+
+	// A harmless change: applied at once.
+	if _, err := repo.Commit("main", map[string]string{
+		"deploy/a.yaml":    strings.Replace(configMap("a", ns), "value", "other", 1),
+		"deploy/data.yaml": pvc("data", ns),
+	}, "harmless"); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns}})
+	waitFor(t, ks, func() bool { return ks.Status.LastAppliedRevision != first && conditions.IsReady(ks) }, "the harmless change applied")
+	if c := conditions.Get(ks, "Held"); c != nil {
+		t.Fatalf("the harmless change was held: %+v", c)
+	}
+	second := ks.Status.LastAppliedRevision
+
+	// Dropping the claim: held.
+	if _, err := repo.Commit("main", map[string]string{"deploy/a.yaml": configMap("a", ns)}, "drop the claim"); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns}})
+	waitFor(t, ks, func() bool { return heldPlan(ks) != "" }, "Held=True")
+	held := conditions.Get(ks, "Held")
+	if !strings.Contains(held.Message, "DataLoss PersistentVolumeClaim/"+ns+"/data") {
+		t.Fatalf("Held message: %s", held.Message)
+	}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns}}
+	if !exists(t, claim) || !claim.DeletionTimestamp.IsZero() || !conditions.IsReady(ks) || ks.Status.LastAppliedRevision != second {
+		t.Fatalf("held: claim deleted %v, Ready %v, applied %s", !claim.DeletionTimestamp.IsZero(), conditions.IsReady(ks), ks.Status.LastAppliedRevision)
+	}
+
+	annotate(t, ks, approveAnnotation, heldPlan(ks))
+	waitFor(t, ks, func() bool { return conditions.Get(ks, "Held") == nil && ks.Status.LastAppliedRevision != second }, "the approved change")
+	if exists(t, claim) && claim.DeletionTimestamp.IsZero() {
+		t.Fatal("the approved change did not prune the claim")
+	}
 }

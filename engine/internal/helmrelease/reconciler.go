@@ -48,8 +48,8 @@ type Options struct {
 	// Logger logs what the Helm work does.
 	Logger logr.Logger
 	// UpgradeHold is the hold policy of a release without the
-	// HoldAnnotation. Default (""): never.
-	UpgradeHold HoldPolicy
+	// frame.HoldAnnotation. Default (""): never.
+	UpgradeHold frame.HoldPolicy
 	// DisablePlans plans no install or upgrade (and so holds none).
 	DisablePlans bool
 }
@@ -95,14 +95,11 @@ type Reconciler struct {
 	opts     Options
 	work     helmWork
 	progress progress
-	plans    plans
+	plans    frame.Plans
 }
 
 // New returns the HelmRelease reconciler.
 func New(d Deps, o Options) *Reconciler {
-	if o.UpgradeHold == "" {
-		o.UpgradeHold = HoldNever
-	}
 	r := &Reconciler{deps: d, opts: o}
 	r.work.backoff = runtimectrl.GetDefaultRateLimiter()
 	return r
@@ -121,7 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			gone := frame.Ref{Kind: helmv2.HelmReleaseKind, Namespace: req.Namespace, Name: req.Name}
 			r.unweigh(gone)
 			r.deps.ReadsConfigs(gone, nil)
-			r.plans.forget(gone)
+			r.plans.Forget(gone)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -180,8 +177,8 @@ func (r *Reconciler) admit(ctx context.Context, obj *helmv2.HelmRelease, self fr
 	if err := Unsupported(obj); err != nil {
 		return frame.Stalled(frame.UnsupportedFieldReason, err), false
 	}
-	if _, _, err := holdOf(obj, r.opts.UpgradeHold); err != nil {
-		return frame.Stalled(InvalidHoldReason, fmt.Errorf("%s: %w", self, err)), false
+	if _, err := frame.HoldOf(obj, r.opts.UpgradeHold); err != nil {
+		return frame.Stalled(frame.InvalidHoldReason, fmt.Errorf("%s: %w", self, err)), false
 	}
 	kind, ns, name, ok := chartSourceOf(obj)
 	if !ok {
@@ -322,11 +319,11 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelea
 		ServiceAccountNamespace: obj.Namespace,
 	}
 	opts.Known = knownRevision(obj, rel)
-	pol, approved, err := holdOf(obj, r.opts.UpgradeHold)
+	hold, err := frame.HoldOf(obj, r.opts.UpgradeHold)
 	if err != nil {
-		return frame.Stalled(InvalidHoldReason, fmt.Errorf("%s: %w", self, err))
+		return frame.Stalled(frame.InvalidHoldReason, fmt.Errorf("%s: %w", self, err))
 	}
-	opts.Preview = r.preview(obj, self, pol, approved)
+	opts.Preview = r.preview(obj, self, hold)
 	attempted := obj.Status.DeepCopy()
 	opts.Adopt = adoption(obj, kind, art.Revision)
 	opts.Chart.Revision = digestRevision(kind, art.Revision)
@@ -346,14 +343,12 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, obj *helmv2.HelmRelea
 		res, err = mgr.Reconcile(ctx, rel, opts, state)
 	}
 	stopProgress()
-	if r.markHeld(obj, self, pol, res) {
+	if out, held := r.markHeld(obj, self, hold, res); held {
 		// Nothing ran: the status says what it said, but for the Held
 		// condition; Ready keeps its value.
-		held := conditions.Get(obj, HeldCondition)
 		attempted.Conditions = obj.Status.Conditions
 		obj.Status = *attempted
-		conditions.Set(obj, held)
-		return frame.Outcome{KeepReady: true, Reason: UpgradeHeldReason, Message: held.Message, RequeueAfter: obj.GetRequeueAfter()}
+		return out
 	}
 	err = targets.RemoteError(remote, err)
 	r.logHelmSteps(self, rel, res, err)

@@ -34,6 +34,11 @@ type Options struct {
 	// StrictSubstitutions fails a post-build substitution of an unset
 	// variable without a default.
 	StrictSubstitutions bool
+	// UpgradeHold is the hold policy of a Kustomization without the
+	// frame.HoldAnnotation. Default (""): never.
+	UpgradeHold frame.HoldPolicy
+	// DisablePlans plans no new desired state (and so holds none).
+	DisablePlans bool
 }
 
 // Deps is what Kustomizations use of the engine.
@@ -74,6 +79,7 @@ type Reconciler struct {
 	deps  Deps
 	opts  Options
 	waits waits
+	plans frame.Plans
 }
 
 // New returns the Kustomization reconciler.
@@ -88,7 +94,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obj := &kustomizev1.Kustomization{}
 	if err := r.deps.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.deps.ReadsConfigs(frame.Ref{Kind: kustomizev1.KustomizationKind, Namespace: req.Namespace, Name: req.Name}, nil)
+			gone := frame.Ref{Kind: kustomizev1.KustomizationKind, Namespace: req.Namespace, Name: req.Name}
+			r.deps.ReadsConfigs(gone, nil)
+			r.plans.Forget(gone)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -132,6 +140,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomizati
 	if !ok {
 		return out
 	}
+	attempted := obj.Status.LastAttemptedRevision
 	obj.Status.LastAttemptedRevision = art.Revision
 	key := waitKey{ref: self, generation: obj.Generation, revision: art.Revision}
 	if out, pending := r.waits.outcome(key); pending {
@@ -156,6 +165,12 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *kustomizev1.Kustomizati
 	policy := apply.ImmutableFail
 	if obj.Spec.Force {
 		policy = apply.ImmutableRecreate
+	}
+	if out, ok := r.preview(ctx, obj, self, applier, objs, owner, policy, art.Revision); !ok {
+		if out.KeepReady {
+			obj.Status.LastAttemptedRevision = attempted // held: nothing was attempted
+		}
+		return out
 	}
 	cs, err := applier.Apply(ctx, objs, apply.ApplyOptions{Owner: owner, ImmutablePolicy: policy, WaitTimeout: obj.GetTimeout(),
 		Ignore: ignoreRules(obj.Spec.Ignore)})
