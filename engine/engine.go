@@ -491,6 +491,12 @@ func boundBody(h http.Handler, limit int64) http.Handler {
 	})
 }
 
+// isLoopback tells whether a listener's address is a loopback one.
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
 func (e *Engine) serveHealth(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
@@ -518,6 +524,7 @@ func (e *Engine) serveHealth(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("health server on %s: %w", e.opts.HealthAddr, err)
 	}
+	e.servePlans(mux, isLoopback(ln.Addr()))
 	// Bounded like the webhook server: small headers, no request body
 	// worth reading, and no slow request holding a connection.
 	srv := &http.Server{Handler: boundBody(mux, maxHealthBody), ReadHeaderTimeout: 10 * time.Second,

@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/engine"
+	"github.com/cozystack/cozy-aio/internal/status"
 	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
@@ -227,7 +230,13 @@ func TestUpgradeHoldKustomization(t *testing.T) {
 		"deploy/a.yaml":    configMap("a", ns),
 		"deploy/data.yaml": pvc("data", ns),
 	})
-	startEngine(t, engine.Options{UpgradeHold: "risky"})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := l.Addr().String()
+	l.Close()
+	startEngine(t, engine.Options{UpgradeHold: "risky", HealthAddr: health})
 	ks := kustomization(ns, "apps", "apps", "./deploy")
 	if err := cp.Client.Create(ctx, ks); err != nil {
 		t.Fatal(err)
@@ -262,6 +271,16 @@ func TestUpgradeHoldKustomization(t *testing.T) {
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns}}
 	if !exists(t, claim) || !claim.DeletionTimestamp.IsZero() || !conditions.IsReady(ks) || ks.Status.LastAppliedRevision != second {
 		t.Fatalf("held: claim deleted %v, Ready %v, applied %s", !claim.DeletionTimestamp.IsZero(), conditions.IsReady(ks), ks.Status.LastAppliedRevision)
+	}
+
+	// The held plan, as `cozy-aio status` reads it from the node.
+	plans, err := status.ReadPlans(ctx, health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(plans, func(p status.Plan) bool { return p.Kind == "Kustomization" && p.Namespace == ns && p.Name == "apps" })
+	if i < 0 || !plans[i].Held || plans[i].Plan.Hash != heldPlan(ks) {
+		t.Fatalf("/plans/: %+v, want the held plan %s", plans, heldPlan(ks))
 	}
 
 	annotate(t, ks, approveAnnotation, heldPlan(ks))

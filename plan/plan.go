@@ -144,8 +144,9 @@ type Input struct {
 	// Current are the objects the current release (its manifest) or
 	// inventory holds; empty for a first install.
 	Current []*unstructured.Unstructured
-	// Desired are the objects of the new state: as rendered, or as the
-	// API server's server-side dry-run returns them (DryRun).
+	// Desired are the objects of the new state, in the order they are
+	// applied: as rendered, or as the API server's server-side dry-run
+	// returns them (DryRun). Of an object given twice, the last counts.
 	Desired []*unstructured.Unstructured
 	// DryRun tells which desired objects are server-side dry-run results,
 	// whole objects, so that a field live has and the result lacks is one
@@ -193,13 +194,19 @@ func Compute(in Input) (*Plan, error) {
 		live = func(r Ref) *unstructured.Unstructured { return current[r] }
 	}
 	p := &Plan{}
+	// An object given twice (a chart's CRD in crds/ and in its templates)
+	// is applied twice: the last one stays.
 	desired := map[Ref]*unstructured.Unstructured{}
+	var order []Ref
 	for _, u := range in.Desired {
 		r := RefOf(u)
-		if _, dup := desired[r]; dup {
-			return nil, fmt.Errorf("%s: rendered twice", r)
+		if _, dup := desired[r]; !dup {
+			order = append(order, r)
 		}
 		desired[r] = u
+	}
+	for _, r := range order {
+		u := desired[r]
 		o := Object{Ref: r, Action: Create}
 		if l := live(r); l != nil {
 			o.Changes = diff(r, l, u, in.DryRun != nil && in.DryRun(r))

@@ -341,9 +341,22 @@ func TestHash(t *testing.T) {
 	}
 }
 
+// An object given twice (a chart's CRD in crds/ and in its templates) is
+// planned once, as the last one given.
 func TestRenderedTwice(t *testing.T) {
-	if _, err := plan.Compute(plan.Input{Desired: objs(t, s3Service, s3Service)}); err == nil || !strings.Contains(err.Error(), "Service/storage/seaweedfs-s3") {
-		t.Errorf("err %v", err)
+	second := objs(t, s3Service)[0]
+	second.SetLabels(map[string]string{"second": "yes"})
+	p, err := plan.Compute(plan.Input{Desired: append(objs(t, s3Service), second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Objects) != 1 || p.Objects[0].Action != plan.Create {
+		t.Fatalf("objects %+v, want one create", p.Objects)
+	}
+	live := objs(t, s3Service)[0]
+	p, err = plan.Compute(plan.Input{Current: []*unstructured.Unstructured{live}, Desired: append(objs(t, s3Service), second)})
+	if err != nil || len(p.Objects) != 1 || p.Objects[0].Action != plan.Update || !strings.HasPrefix(p.Objects[0].Changes[0].Path, "metadata.labels") {
+		t.Fatalf("objects %+v (%v), want the last one's label as the update", p.Objects, err)
 	}
 }
 

@@ -307,7 +307,9 @@ func (s *session) planOf(current, objs, crds, hooks []*unstructured.Unstructured
 			}
 		}
 	}
-	desired := objs
+	// The chart's CRDs are applied first, by policy; a template of the
+	// same CRD is applied after them, and stays.
+	var desired []*unstructured.Unstructured
 	for _, u := range crds {
 		if err := read(u); err != nil {
 			return nil, err
@@ -317,6 +319,7 @@ func (s *session) planOf(current, objs, crds, hooks []*unstructured.Unstructured
 		}
 		desired = append(desired, u)
 	}
+	desired = append(desired, objs...)
 	for _, u := range current {
 		if plan.RefOf(u).GroupKind() == crdKind {
 			if err := read(u); err != nil {

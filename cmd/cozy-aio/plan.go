@@ -275,13 +275,14 @@ func chartArchive(path string) (string, func(), error) {
 	return out, func() { os.RemoveAll(tmp) }, nil
 }
 
-// approveCmd approves the plan a HelmRelease holds: it writes the plan's
-// hash (the Held condition's, or --hash) to the approval annotation and
-// asks for a reconcile, as `flux reconcile` does.
+// approveCmd approves the plan a HelmRelease or Kustomization holds: it
+// writes the plan's hash (the Held condition's, or --hash) to the
+// approval annotation and asks for a reconcile, as `flux reconcile` does.
 func approveCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("plan approve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default $KUBECONFIG, ~/.kube/config, else "+adminConf+")")
+	kind := fs.String("kind", "HelmRelease", "HelmRelease or Kustomization")
 	hash := fs.String("hash", "", "the plan's hash to approve (default: the one the Held condition names)")
 	timeout := fs.Duration("timeout", 30*time.Second, "longest wait for the API server")
 	if err := fs.Parse(args); err != nil {
@@ -289,7 +290,19 @@ func approveCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	ns, name, ok := strings.Cut(fs.Arg(0), "/")
 	if fs.NArg() != 1 || !ok || ns == "" || name == "" {
-		return errors.New("usage: cozy-aio plan approve NAMESPACE/NAME [--hash sha256:…]")
+		return errors.New("usage: cozy-aio plan approve [--kind Kustomization] NAMESPACE/NAME [--hash sha256:…]")
+	}
+	var obj interface {
+		client.Object
+		GetConditions() []metav1.Condition
+	}
+	switch *kind {
+	case "HelmRelease":
+		obj = &helmv2.HelmRelease{}
+	case "Kustomization":
+		obj = &kustomizev1.Kustomization{}
+	default:
+		return fmt.Errorf("--kind %q: want HelmRelease or Kustomization", *kind)
 	}
 	cfg, err := statusConfig(*kubeconfig)
 	if err != nil {
@@ -301,34 +314,33 @@ func approveCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	hr := &helmv2.HelmRelease{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hr); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 		return err
 	}
 	h := *hash
 	if h == "" {
-		held := apimeta.FindStatusCondition(hr.Status.Conditions, engine.HeldCondition)
+		held := apimeta.FindStatusCondition(obj.GetConditions(), engine.HeldCondition)
 		if held == nil || held.Status != metav1.ConditionTrue {
-			return fmt.Errorf("HelmRelease %s/%s holds no plan", ns, name)
+			return fmt.Errorf("%s %s/%s holds no plan", *kind, ns, name)
 		}
 		m := heldHash.FindStringSubmatch(held.Message)
 		if m == nil {
-			return fmt.Errorf("HelmRelease %s/%s: the Held condition names no plan: %s", ns, name, held.Message)
+			return fmt.Errorf("%s %s/%s: the Held condition names no plan: %s", *kind, ns, name, held.Message)
 		}
 		h = m[1]
 	}
-	patch := client.MergeFrom(hr.DeepCopy())
-	a := hr.GetAnnotations()
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	a := obj.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}
 	}
 	a[engine.ApprovePlanAnnotation] = h
 	a[meta.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
-	hr.SetAnnotations(a)
-	if err := c.Patch(ctx, hr, patch); err != nil {
+	obj.SetAnnotations(a)
+	if err := c.Patch(ctx, obj, patch); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "approved plan %s of HelmRelease %s/%s\n", h, ns, name)
+	fmt.Fprintf(stdout, "approved plan %s of %s %s/%s\n", h, *kind, ns, name)
 	return nil
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/cozystack/cozy-aio/plan"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -46,6 +48,10 @@ type Summary struct {
 	Clusters []RemoteCluster `json:"clusters,omitempty"`
 	// MetricsError says why /metrics was not read.
 	MetricsError string `json:"metricsError,omitempty"`
+	// Plans are the units' last plans (docs/upgrade-preview.md), held
+	// ones first; PlansError says why they were not read.
+	Plans      []Plan `json:"plans,omitempty"`
+	PlansError string `json:"plansError,omitempty"`
 }
 
 // Read lists the units through the API server and scrapes /metrics. An
@@ -82,6 +88,18 @@ func Read(ctx context.Context, opts Options) (*Summary, error) {
 		s.Shards = m.Shards
 	}
 	s.Clusters = remoteClusters(units, m.Remote, time.Now())
+	if s.Plans, err = ReadPlans(ctx, opts.MetricsAddr); err != nil {
+		s.PlansError = err.Error()
+	}
+	slices.SortStableFunc(s.Plans, func(a, b Plan) int {
+		switch {
+		case a.Held == b.Held:
+			return 0
+		case a.Held:
+			return -1
+		}
+		return 1
+	})
 	return s, nil
 }
 
@@ -160,6 +178,40 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintln(tw, "REMOTE CLUSTER\tREADY\tREACHABLE\tREQUESTS\tERRORS")
 		for _, c := range s.Clusters {
 			fmt.Fprintf(tw, "%s\t%d/%d\t%t\t%d\t%d\n", c.Name, c.Ready, c.Total, !c.Unreachable, c.Metrics.Requests, c.Metrics.Errors)
+		}
+		tw.Flush()
+	}
+	if s.PlansError != "" {
+		fmt.Fprintf(&b, "\nplans: %s\n", s.PlansError)
+	}
+	if len(s.Plans) > 0 {
+		held := 0
+		for _, p := range s.Plans {
+			if p.Held {
+				held++
+			}
+		}
+		fmt.Fprintf(&b, "\nplans: %d kept, %d held for an approval (cozy-aio plan approve)\n", len(s.Plans), held)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tHELD\tPLANNED\tCHANGES\tRISKS")
+		for i, p := range s.Plans {
+			if i == 20 {
+				fmt.Fprintf(tw, "... and %d more (-o json lists all)\n", len(s.Plans)-i)
+				break
+			}
+			risks := 0
+			if p.Plan != nil {
+				for _, r := range p.Plan.Risks {
+					if r.Code != plan.Hooks {
+						risks++
+					}
+				}
+			}
+			summary := ""
+			if p.Plan != nil {
+				summary = p.Plan.Summary()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%d\n", p.Kind, p.Namespace, p.Name, p.Held, p.At.Format(time.RFC3339), summary, risks)
 		}
 		tw.Flush()
 	}

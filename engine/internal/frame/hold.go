@@ -3,6 +3,7 @@ package frame
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -240,4 +241,22 @@ func MarkHeld(obj conditions.Setter, pol HoldPolicy, p *plan.Plan, requeue time.
 	msg := HeldMessage(pol, p)
 	conditions.MarkTrue(obj, HeldCondition, UpgradeHeldReason, "%s", msg)
 	return Outcome{KeepReady: true, Reason: UpgradeHeldReason, Message: msg, RequeueAfter: requeue}
+}
+
+// PlanOf is a unit's last plan, for listings.
+type PlanOf struct {
+	Ref Ref
+	LastPlan
+}
+
+// All returns every unit's last plan, sorted by unit.
+func (ps *Plans) All() []PlanOf {
+	ps.mu.Lock()
+	out := make([]PlanOf, 0, len(ps.m))
+	for r, p := range ps.m {
+		out = append(out, PlanOf{Ref: r, LastPlan: p})
+	}
+	ps.mu.Unlock()
+	slices.SortFunc(out, func(a, b PlanOf) int { return strings.Compare(a.Ref.String(), b.Ref.String()) })
+	return out
 }

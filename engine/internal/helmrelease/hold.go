@@ -14,7 +14,8 @@ import (
 )
 
 // LastPlan returns the plan of a release's last new desired state.
-func (r *Reconciler) LastPlan(ref frame.Ref) (frame.LastPlan, bool) { return r.plans.Get(ref) }
+// Plans are the last plans of the units of this kind.
+func (r *Reconciler) Plans() *frame.Plans { return &r.plans }
 
 // preview is the Preview of one reconcile of obj: it plans each install
 // and upgrade, reports a new plan (an Event and a log line), keeps it,

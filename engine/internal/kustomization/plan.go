@@ -21,7 +21,8 @@ import (
 )
 
 // LastPlan returns the plan of a Kustomization's last new desired state.
-func (r *Reconciler) LastPlan(ref frame.Ref) (frame.LastPlan, bool) { return r.plans.Get(ref) }
+// Plans are the last plans of the units of this kind.
+func (r *Reconciler) Plans() *frame.Plans { return &r.plans }
 
 // desiredDigest is the digest of the objects a Kustomization built (and
 // of its revision): the desired state a plan is of.
