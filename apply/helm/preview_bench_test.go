@@ -165,3 +165,61 @@ func rss() int64 {
 	}
 	return 0
 }
+
+// BenchmarkPlan500 plans the upgrade of one release of a 500-object chart
+// (ConfigMaps, each changed by the new values) with Manager.Plan, as
+// `cozy-aio plan --chart` does; beside it, the same upgrade run with
+// plans off, the cost a plan is weighed against.
+func BenchmarkPlan500(b *testing.B) {
+	files := map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: big\nversion: 1.0.0\n",
+		"templates/cms.yaml": `{{- range $i := until 500 }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ $.Release.Name }}-{{ $i }}
+  labels:
+    app.kubernetes.io/name: big
+data:
+  index: "{{ $i }}"
+  round: {{ $.Values.round | quote }}
+{{- end }}
+`,
+	}
+	tgz, err := testenv.TarGz(files, "big/")
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "big.tgz")
+	if err := os.WriteFile(path, tgz, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := cp.Namespace(b)
+	m := newManager(b, helm.Options{})
+	rel := helm.Release{Name: "big", Namespace: ns}
+	spec := func(round int) helm.ReconcileOptions {
+		return helm.ReconcileOptions{Spec: helm.Spec{Chart: helm.Chart{Path: path}, Wait: helm.WaitNone,
+			Values: []map[string]any{values("round", fmt.Sprint(round))}}}
+	}
+	out, err := m.Reconcile(ctx, rel, spec(0), helm.State{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("plan", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			p, err := m.Plan(ctx, rel, spec(1))
+			if err != nil || p == nil || len(p.Objects) != 500 {
+				b.Fatalf("plan: %v", err)
+			}
+		}
+	})
+	b.Run("upgrade", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if out, err = m.Reconcile(ctx, rel, spec(i+2), out.State); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -60,9 +61,9 @@ func (r *Reconciler) preview(ctx context.Context, obj *kustomizev1.Kustomization
 	if last, held := r.plans.StillHeld(self, digest, hold); held {
 		return frame.MarkHeld(obj, hold.Policy, last.Plan, obj.GetRequeueAfter()), false
 	}
-	if last, ok := r.plans.Get(self); ok && last.Digest == digest && !last.Held {
+	if r.passed.is(self, digest) || r.passed.fromStatus(obj, self, digest, revision) {
 		conditions.Delete(obj, frame.HeldCondition)
-		return frame.Outcome{}, true // planned and let through already
+		return frame.Outcome{}, true // planned and let through already, or applied before this process
 	}
 	p, err := planOf(ctx, applier, obj, objs, owner, policy, revision, r.deps.Managers.Name)
 	if err != nil {
@@ -83,8 +84,52 @@ func (r *Reconciler) preview(ctx context.Context, obj *kustomizev1.Kustomization
 	if held {
 		return frame.MarkHeld(obj, hold.Policy, p, obj.GetRequeueAfter()), false
 	}
+	r.passed.set(self, digest)
 	conditions.Delete(obj, frame.HeldCondition)
 	return frame.Outcome{}, true
+}
+
+// passed are the desired states (digests) each Kustomization last let
+// through to its apply: a reconcile of the same state plans nothing.
+type passed struct {
+	mu sync.Mutex
+	m  map[frame.Ref]string
+}
+
+func (p *passed) is(r frame.Ref, digest string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[r] == digest
+}
+
+func (p *passed) set(r frame.Ref, digest string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[frame.Ref]string{}
+	}
+	p.m[r] = digest
+}
+
+func (p *passed) forget(r frame.Ref) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, r)
+}
+
+// fromStatus lets through, once per process, the state a Kustomization's
+// status says is applied already (its revision at its generation, Ready):
+// a restart plans nothing anew, and reports no plan of what runs already.
+func (p *passed) fromStatus(obj *kustomizev1.Kustomization, r frame.Ref, digest, revision string) bool {
+	p.mu.Lock()
+	_, known := p.m[r]
+	p.mu.Unlock()
+	if known || obj.Status.LastAppliedRevision != revision || obj.Status.ObservedGeneration != obj.Generation ||
+		!conditions.IsReady(obj) || conditions.Has(obj, frame.HeldCondition) {
+		return false
+	}
+	p.set(r, digest)
+	return true
 }
 
 // planOf plans applying objs as the Kustomization's owner: each object is

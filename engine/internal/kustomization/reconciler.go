@@ -76,10 +76,11 @@ type Deps struct {
 // Reconciler applies Kustomizations as kustomize-controller does: build,
 // substitute, decrypt, server-side apply in stages, prune, wait.
 type Reconciler struct {
-	deps  Deps
-	opts  Options
-	waits waits
-	plans frame.Plans
+	deps   Deps
+	opts   Options
+	waits  waits
+	plans  frame.Plans
+	passed passed
 }
 
 // New returns the Kustomization reconciler.
@@ -97,6 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			gone := frame.Ref{Kind: kustomizev1.KustomizationKind, Namespace: req.Namespace, Name: req.Name}
 			r.deps.ReadsConfigs(gone, nil)
 			r.plans.Forget(gone)
+			r.passed.forget(gone)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
