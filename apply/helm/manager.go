@@ -224,7 +224,9 @@ func (m *Manager) clientsFor(rel Release) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	// Through the Cache's transport, as Helm's own reads: an object the
+	// Cache knows absent costs no request.
+	dyn, err := dynamic.NewForConfig(getterCfg)
 	if err != nil {
 		return nil, err
 	}

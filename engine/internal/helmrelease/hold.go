@@ -49,8 +49,10 @@ func (r *Reconciler) preview(obj *helmv2.HelmRelease, self frame.Ref, h frame.Ho
 
 // reportPlan records the Event and the log line of a new plan.
 func (r *Reconciler) reportPlan(obj *helmv2.HelmRelease, self frame.Ref, p *plan.Plan) {
-	typ, reason, note := frame.PlanEvent(p)
-	r.deps.Recorder.Eventf(obj, nil, typ, reason, "HelmPlan", "%s", note)
+	if !frame.Quiet(p) {
+		typ, reason, note := frame.PlanEvent(p)
+		r.deps.Recorder.Eventf(obj, nil, typ, reason, "HelmPlan", "%s", note)
+	}
 	kv := []any{"HelmRelease", self.String(), "hash", p.Hash, "summary", p.Summary()}
 	if p.Risky() {
 		kv = append(kv, "risks", frame.RiskList(p))

@@ -73,8 +73,10 @@ func (r *Reconciler) preview(ctx context.Context, obj *kustomizev1.Kustomization
 	}
 	held, isNew := r.plans.Decide(self, digest, p, hold)
 	if isNew {
-		typ, reason, note := frame.PlanEvent(p)
-		r.deps.Recorder.Eventf(obj, nil, typ, reason, "Plan", "%s", note)
+		if !frame.Quiet(p) {
+			typ, reason, note := frame.PlanEvent(p)
+			r.deps.Recorder.Eventf(obj, nil, typ, reason, "Plan", "%s", note)
+		}
 		kv := []any{"Kustomization", self.String(), "hash", p.Hash, "summary", p.Summary()}
 		if p.Risky() {
 			kv = append(kv, "risks", frame.RiskList(p))
