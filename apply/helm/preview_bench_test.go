@@ -215,10 +215,12 @@ data:
 			}
 		}
 	})
+	round := 1
 	b.Run("upgrade", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if out, err = m.Reconcile(ctx, rel, spec(i+2), out.State); err != nil {
-				b.Fatal(err)
+			round++ // new values each time: an upgrade, never "up to date"
+			if out, err = m.Reconcile(ctx, rel, spec(round), out.State); err != nil || out.Release.Revision != round {
+				b.Fatalf("upgrade to revision %d: %d, %v", round, out.Release.Revision, err)
 			}
 		}
 	})
