@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"net"
 	"regexp"
 	"slices"
@@ -226,9 +229,13 @@ func pvc(name, ns string) string {
 func TestUpgradeHoldKustomization(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
+	secret := func(v string) string {
+		return "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: " + ns + "\nstringData:\n  password: " + v + "\n"
+	}
 	repo, _ := gitSource(t, ns, "apps", map[string]string{
-		"deploy/a.yaml":    configMap("a", ns),
-		"deploy/data.yaml": pvc("data", ns),
+		"deploy/a.yaml":     configMap("a", ns),
+		"deploy/data.yaml":  pvc("data", ns),
+		"deploy/creds.yaml": secret("first-secret-value"),
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -244,10 +251,12 @@ func TestUpgradeHoldKustomization(t *testing.T) {
 	waitFor(t, ks, readyIs(ks, true), "Ready=True")
 	first := ks.Status.LastAppliedRevision
 
-	// A harmless change: applied at once.
+	// A harmless change: applied at once. The Secret's new value shows
+	// nowhere.
 	if _, err := repo.Commit("main", map[string]string{
-		"deploy/a.yaml":    strings.Replace(configMap("a", ns), "value", "other", 1),
-		"deploy/data.yaml": pvc("data", ns),
+		"deploy/a.yaml":     strings.Replace(configMap("a", ns), "value", "other", 1),
+		"deploy/data.yaml":  pvc("data", ns),
+		"deploy/creds.yaml": secret("second-secret-value"),
 	}, "harmless"); err != nil {
 		t.Fatal(err)
 	}
@@ -257,9 +266,35 @@ func TestUpgradeHoldKustomization(t *testing.T) {
 		t.Fatalf("the harmless change was held: %+v", c)
 	}
 	second := ks.Status.LastAppliedRevision
+	plans, err := status.ReadPlans(ctx, health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // "<redacted>" as written
+	if err := enc.Encode(plans); err != nil {
+		t.Fatal(err)
+	}
+	seen := buf.Bytes()
+	var evs corev1.EventList
+	if err := cp.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		seen = append(seen, e.Message...)
+	}
+	if !strings.Contains(string(seen), "data.password") || !strings.Contains(string(seen), "<redacted>") {
+		t.Fatalf("the plan does not show the Secret's changed key, redacted: %s", seen)
+	}
+	for _, v := range []string{"second-secret-value", base64.StdEncoding.EncodeToString([]byte("second-secret-value")), "first-secret-value"} {
+		if strings.Contains(string(seen), v) {
+			t.Fatalf("a plan or an Event shows the Secret's value %q", v)
+		}
+	}
 
 	// Dropping the claim: held.
-	if _, err := repo.Commit("main", map[string]string{"deploy/a.yaml": configMap("a", ns)}, "drop the claim"); err != nil {
+	if _, err := repo.Commit("main", map[string]string{"deploy/a.yaml": configMap("a", ns), "deploy/creds.yaml": secret("second-secret-value")}, "drop the claim"); err != nil {
 		t.Fatal(err)
 	}
 	requestReconcile(t, &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns}})
@@ -274,7 +309,7 @@ func TestUpgradeHoldKustomization(t *testing.T) {
 	}
 
 	// The held plan, as `cozy-aio status` reads it from the node.
-	plans, err := status.ReadPlans(ctx, health)
+	plans, err = status.ReadPlans(ctx, health)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +322,40 @@ func TestUpgradeHoldKustomization(t *testing.T) {
 	waitFor(t, ks, func() bool { return conditions.Get(ks, "Held") == nil && ks.Status.LastAppliedRevision != second }, "the approved change")
 	if exists(t, claim) && claim.DeletionTimestamp.IsZero() {
 		t.Fatal("the approved change did not prune the claim")
+	}
+}
+
+// A HelmRelease with spec.kubeConfig is planned against its own cluster:
+// the object its install takes over exists in the tenant cluster only,
+// and the plan names that cluster's owner.
+func TestUpgradeHoldPlansARemoteCluster(t *testing.T) {
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	tenant, kc := tenantCluster(t)
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "addons"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cilium-settings", Namespace: "addons",
+			Annotations: map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": "addons"}}},
+	} {
+		if err := tenant.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := chartRegistry(t, demoChart("1.0.0"))
+	startEngine(t, engine.Options{Destinations: loopbackDestinations})
+	hr := remoteRelease(ns, "cilium", "tenant-admin-kubeconfig", "super-admin.svc")
+	hr.Annotations = map[string]string{holdAnnotation: "risky"}
+	createObjects(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant-admin-kubeconfig", Namespace: ns},
+			Data: map[string][]byte{"super-admin.svc": kc}},
+		chartSource(ns, "demo", reg.Host(), "1.0.0"), hr)
+	waitFor(t, hr, func() bool { return heldPlan(hr) != "" }, "Held=True")
+	held := conditions.Get(hr, "Held")
+	if !strings.Contains(held.Message, "OwnershipChange ConfigMap/addons/cilium-settings") || !strings.Contains(held.Message, "Helm release addons/other") {
+		t.Fatalf("Held message: %s", held.Message)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := tenant.Client.Get(ctx, client.ObjectKey{Namespace: "addons", Name: "cilium-settings"}, cm); err != nil || cm.Annotations["meta.helm.sh/release-name"] != "other" {
+		t.Fatalf("the held install took the tenant's ConfigMap over: %v %v", cm.Annotations, err)
 	}
 }

@@ -164,8 +164,14 @@ func planOf(ctx context.Context, a *apply.Applier, obj *kustomizev1.Kustomizatio
 		return nil
 	}
 	in := plan.Input{Owner: plan.Owner{Inventory: obj.Namespace + "/" + obj.Name, FieldManager: fieldManager}, Revision: revision}
-	for _, o := range objs {
-		o = o.DeepCopy()
+	for _, b := range objs {
+		// A copy through JSON: a built object may hold Go ints (kustomize's
+		// output), which DeepCopy refuses and which would never equal the
+		// server's int64s.
+		o, err := jsonCopy(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", plan.RefOf(b), err)
+		}
 		l := o.GetLabels()
 		if l == nil {
 			l = map[string]string{}
@@ -210,4 +216,18 @@ func planOf(ctx context.Context, a *apply.Applier, obj *kustomizev1.Kustomizatio
 	}
 	in.ImmutablePolicy = func(*unstructured.Unstructured) string { return string(policy) }
 	return plan.Compute(in)
+}
+
+// jsonCopy copies u through its JSON form, as the API server would read
+// it: numbers become int64 or float64.
+func jsonCopy(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, err
+	}
+	out := &unstructured.Unstructured{}
+	if err := out.UnmarshalJSON(b); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
