@@ -11,14 +11,24 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz fuzz-short chaos switch-over
+.PHONY: chromium screenshots test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz fuzz-short chaos switch-over
 
 ## test: gofmt, go mod tidy and go vet, build the test control plane, the cluster
-## simulator and the S3 server if missing, run every test, then fuzz-short.
-test: fmt-check tidy-check vet testbin-cluster testbin-s3
+## simulator and the S3 server if missing, install Chromium if missing (as root),
+## run every test, then fuzz-short.
+test: fmt-check tidy-check vet testbin-cluster testbin-s3 chromium
 	COZY_TESTBIN_DIR=$(TESTBIN_DIR) $(GO) test $(GO_TEST_FLAGS) ./...
 	$(GO) test -race -count=1 ./shard/
 	@$(MAKE) --no-print-directory fuzz-short
+
+## chromium: Debian's chromium for the status page's browser tests (apt-get, as root).
+chromium:
+	@hack/chromium.sh
+
+## screenshots: retake docs/status-page/*.png, the README's pictures of the status page,
+## with the browser test that checks the page.
+screenshots: testbin chromium
+	COZY_SCREENSHOTS=1 COZY_TESTBIN_DIR=$(TESTBIN_DIR) $(GO) test -count=1 -run TestStatusPageInBrowser ./internal/statuspage/
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -112,7 +112,11 @@ func Run(ctx context.Context, opts RunOptions) error {
 	eopts := opts.Engine
 	eopts.Gate = phases.Gate
 	eopts.ReadyzDetail = phases.Readyz
-	e, err := engine.New(cfg, eopts)
+	var e *engine.Engine
+	if eopts.StatusPage.Addr != "" && eopts.StatusPage.Nodes == nil {
+		eopts.StatusPage.Nodes = func(ctx context.Context) ([]engine.StatusNode, error) { return nodesOf(ctx, e) }
+	}
+	e, err = engine.New(cfg, eopts)
 	if err != nil {
 		return err
 	}
@@ -177,6 +181,20 @@ func watchNetwork(ctx context.Context, e *engine.Engine, phases *phaseGate, opts
 		}
 	}()
 	return err
+}
+
+// nodesOf reports each node's network for the status page.
+func nodesOf(ctx context.Context, e *engine.Engine) ([]engine.StatusNode, error) {
+	var nodes corev1.NodeList
+	if err := e.Cache().List(ctx, &nodes); err != nil {
+		return nil, err
+	}
+	out := make([]engine.StatusNode, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		ok, why := NodeNetworkReady(&nodes.Items[i])
+		out = append(out, engine.StatusNode{Name: nodes.Items[i].Name, Network: ok, Reason: why})
+	}
+	return out, nil
 }
 
 // applyBootstrapDir applies the bootstrap directory through an Applier of

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cozystack/cozy-aio/internal/statuspage"
+
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notifyv1 "github.com/fluxcd/notification-controller/api/v1"
@@ -97,6 +99,8 @@ type Engine struct {
 	helmCache *helm.Cache
 	waits     localWaiter
 	pool      *shard.Pool
+	// statusPage is the status page, nil when off.
+	statusPage *statuspage.Server
 	// helmMgr is the Helm manager of this cluster's releases.
 	helmMgr localHelm
 	// targets holds the clients of every cluster units deploy to: this
@@ -342,6 +346,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, opts Options, ownManager bool)
 		if err := mgr.Add(frame.EveryReplica{Runnable: r}); err != nil {
 			return nil, err
 		}
+	}
+	if err := e.addStatusPage(); err != nil {
+		return nil, err
 	}
 	return e, nil
 }

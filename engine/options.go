@@ -50,6 +50,9 @@ type Options struct {
 	// HealthAddr serves /healthz, /readyz and /metrics. Default: "" (off);
 	// the cozy-aio binary sets it.
 	HealthAddr string
+	// StatusPage serves the status page. Default: off; the cozy-aio
+	// binary serves it on 127.0.0.1:9441.
+	StatusPage StatusPageOptions
 	// Concurrency is the number of workers per source and Kustomization
 	// reconciler. Default: 4.
 	Concurrency int

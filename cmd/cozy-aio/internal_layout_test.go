@@ -23,7 +23,7 @@ func TestShippedInternalPackages(t *testing.T) {
 		}
 	}
 	slices.Sort(got)
-	want := []string{"egress", "redact", "residency", "status"}
+	want := []string{"egress", "redact", "residency", "status", "statuspage"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("cozy-aio imports internal packages %v, want %v (update internal/README.md when this changes on purpose)", got, want)
 	}

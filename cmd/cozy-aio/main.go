@@ -133,6 +133,8 @@ func parseRun(args []string, stderr io.Writer) (*runFlags, error) {
 	networkPhase := fs.Bool("network-phase", true, "reconcile network units first and hold the others until nodes have a network")
 	fs.StringVar(&o.Engine.DataDir, "data-dir", "/var/lib/cozy-aio", "artifact store and state")
 	fs.StringVar(&o.Engine.HealthAddr, "health-addr", "127.0.0.1:9440", "address of /healthz, /readyz and /metrics")
+	fs.StringVar(&o.Engine.StatusPage.Addr, "status-addr", "127.0.0.1:9441", "address of the status page (docs/status-page.md); off the loopback it asks for a Kubernetes bearer token; empty: off")
+	fs.StringVar(&o.Engine.StatusPage.Prefix, "status-prefix", "", "path the status page is served under, behind a reverse proxy (\"/cozy-aio\")")
 	fs.StringVar(&o.Engine.WebhookAddr, "webhook-addr", "", "address of the Receiver webhook server, /hook/<digest> (default: off; it listens on the host's network)")
 	fs.DurationVar(&o.Engine.Notify.RateLimit, "notification-rate-limit", 5*time.Minute, "send the same event for the same object to Alerts once per this interval")
 	fs.StringVar(&o.Engine.ArtifactAddr, "artifact-addr", "127.0.0.1:9090", "address of the artifact server (loopback unless told otherwise)")

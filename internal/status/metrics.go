@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metrics is what a cozy-aio process's /metrics says about it.
@@ -69,12 +71,14 @@ type Shard struct {
 
 // families selects the metric families Scrape reads: the whole exposition
 // holds a duration histogram per object, about 1.5 MB at 1,000 releases.
-var families = url.Values{"name[]": {
+var familyNames = []string{
 	"cozy_aio_bootstrap_phase", "cozy_aio_shard_load", "cozy_aio_shard_tenants", "rest_client_requests_total",
 	"cozy_aio_leader", "cozy_aio_shard_owned", "cozy_aio_tenant_runs_succeeded_total", "cozy_aio_shard_items",
 	"cozy_aio_remote_cluster_requests_total", "cozy_aio_remote_cluster_errors_total",
 	"cozy_aio_remote_cluster_last_contact_timestamp_seconds",
-}}.Encode()
+}
+
+var families = url.Values{"name[]": familyNames}.Encode()
 
 // Scrape reads the /metrics of the cozy-aio process at addr (host:port of
 // its --health-addr) once.
@@ -208,4 +212,58 @@ func ParseSample(line string) (name string, labels map[string]string, value floa
 	}
 	value, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
 	return line[:open], labels, value, err == nil
+}
+
+// Gathered reads the same figures as Scrape from a registry in this
+// process, without HTTP: the status page's source.
+func Gathered(g prometheus.Gatherer) Metrics {
+	m := Metrics{Requests: map[string]int{}}
+	mfs, err := g.Gather()
+	if err != nil && len(mfs) == 0 {
+		return m
+	}
+	wanted := map[string]bool{}
+	for _, n := range familyNames {
+		wanted[n] = true
+	}
+	shards := map[int]*Shard{}
+	at := func(label string) *Shard {
+		id, err := strconv.Atoi(label)
+		if err != nil {
+			return &Shard{}
+		}
+		if shards[id] == nil {
+			shards[id] = &Shard{ID: id}
+		}
+		return shards[id]
+	}
+	for _, mf := range mfs {
+		if !wanted[mf.GetName()] {
+			continue
+		}
+		for _, mm := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mm.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			var v float64
+			switch {
+			case mm.Gauge != nil:
+				v = mm.GetGauge().GetValue()
+			case mm.Counter != nil:
+				v = mm.GetCounter().GetValue()
+			case mm.Untyped != nil:
+				v = mm.GetUntyped().GetValue()
+			default:
+				continue
+			}
+			m.add(mf.GetName(), labels, v, at)
+		}
+	}
+	m.Up = true
+	for _, s := range shards {
+		m.Shards = append(m.Shards, *s)
+	}
+	sort.Slice(m.Shards, func(i, j int) bool { return m.Shards[i].ID < m.Shards[j].ID })
+	return m
 }

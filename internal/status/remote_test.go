@@ -21,7 +21,7 @@ func TestRemoteClusters(t *testing.T) {
 		"Secret t/b":    {Requests: 4, Errors: 4},
 		"ConfigMap t/c": {Requests: 3, Errors: 2, LastContact: now.Add(-2 * time.Minute)},
 	}
-	got := remoteClusters(units, metrics, now)
+	got := RemoteClusters(units, metrics, now)
 	want := []struct {
 		name         string
 		ready, total int

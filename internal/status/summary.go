@@ -87,7 +87,7 @@ func Read(ctx context.Context, opts Options) (*Summary, error) {
 	if m.Shards != nil {
 		s.Shards = m.Shards
 	}
-	s.Clusters = remoteClusters(units, m.Remote, time.Now())
+	s.Clusters = RemoteClusters(units, m.Remote, time.Now())
 	if s.Plans, err = ReadPlans(ctx, opts.MetricsAddr); err != nil {
 		s.PlansError = err.Error()
 	}
@@ -120,7 +120,9 @@ type RemoteCluster struct {
 // an answer before the summary calls it unreachable.
 const unreachableAfter = time.Minute
 
-func remoteClusters(units []Unit, metrics map[string]*RemoteMetrics, now time.Time) []RemoteCluster {
+// RemoteClusters gathers the units' remote clusters and what the
+// process's metrics say of them, sorted by name.
+func RemoteClusters(units []Unit, metrics map[string]*RemoteMetrics, now time.Time) []RemoteCluster {
 	by := map[string]*RemoteCluster{}
 	at := func(name string) *RemoteCluster {
 		if by[name] == nil {

@@ -178,3 +178,15 @@ func clusterOf(obj conditioned) string {
 	}
 	return ""
 }
+
+// UnitOf reads one Flux object as a Unit of the given kind; false when it
+// has no conditions to read.
+func UnitOf(kind string, obj client.Object) (Unit, bool) {
+	c, ok := obj.(conditioned)
+	if !ok {
+		return Unit{}, false
+	}
+	u := unitOf(kind, c)
+	u.Cluster = clusterOf(c)
+	return u, true
+}
