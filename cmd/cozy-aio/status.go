@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/engine"
 	"github.com/cozystack/cozy-aio/internal/status"
+	"github.com/cozystack/cozy-aio/internal/statuspage"
 )
 
 // adminConf is the kubeconfig a control-plane node holds.
@@ -28,6 +31,8 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default $KUBECONFIG, ~/.kube/config, else "+adminConf+")")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9440", "host:port of the node's /metrics (its --health-addr); empty: none")
+	pageAddr := fs.String("page-addr", "127.0.0.1:9441", "host:port of the node's status page (its --status-addr), for the critical path and the why of each failure; empty: none")
+	pagePrefix := fs.String("page-prefix", "", "the status page's --status-prefix")
 	output := fs.String("o", "text", "text or json")
 	maxNotReady := fs.Int("max-not-ready", 20, "units listed as not Ready (-1: all)")
 	timeout := fs.Duration("timeout", 30*time.Second, "longest wait for the API server and /metrics")
@@ -51,12 +56,77 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var ov *statuspage.Overview
+	if *pageAddr != "" {
+		ov = readPage(ctx, s, "http://"+*pageAddr+strings.TrimSuffix(*pagePrefix, "/")+statuspage.APIPath+"/overview")
+	}
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
-	return s.WriteText(stdout)
+	if err := s.WriteText(stdout); err != nil {
+		return err
+	}
+	return writePageText(stdout, ov)
+}
+
+// maxPageBody bounds the overview read from the status page.
+const maxPageBody = 32 << 20
+
+// readPage reads the status page's overview into s.Page (s.PageError
+// when it does not answer: the page may be off) and decodes it.
+func readPage(ctx context.Context, s *status.Summary, url string) *statuspage.Overview {
+	fail := func(err error) *statuspage.Overview {
+		s.PageError = err.Error()
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fail(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fail(fmt.Errorf("reading the status page: %w", err))
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPageBody))
+	if err != nil {
+		return fail(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fail(fmt.Errorf("reading %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b))))
+	}
+	var ov statuspage.Overview
+	if err := json.Unmarshal(b, &ov); err != nil {
+		return fail(fmt.Errorf("reading %s: %w", url, err))
+	}
+	s.Page = b
+	return &ov
+}
+
+// writePageText prints what only the status page knows: the critical path
+// and why each failure failed.
+func writePageText(w io.Writer, ov *statuspage.Overview) error {
+	if ov == nil {
+		return nil
+	}
+	var b strings.Builder
+	if len(ov.Bootstrap.CriticalPath) > 0 {
+		b.WriteString("\ncritical path (the root cause first):\n  ")
+		b.WriteString(statuspage.WhyLine(ov.Bootstrap.CriticalPath))
+		b.WriteString("\n")
+	}
+	for i, f := range ov.Failures {
+		if i == 0 {
+			b.WriteString("\nwhy (the root cause first):\n")
+		}
+		if len(f.Why) > 1 {
+			fmt.Fprintf(&b, "  %s\n", statuspage.WhyLine(f.Why))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // statusConfig loads the kubeconfig as kubectl does, falling back to the

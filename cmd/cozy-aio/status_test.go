@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/internal/status"
+	"github.com/cozystack/cozy-aio/internal/statuspage"
 	"github.com/cozystack/cozy-aio/internal/testenv"
 )
 
@@ -37,8 +38,8 @@ func TestStatusAndMetricsReference(t *testing.T) {
 	defer cancel()
 	dir, bin, kubeconfig, host, c := slowChartEnv(t)
 	ns := cp.Namespace(t)
-	health := freePort(t)
-	cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--kubeprism-address", freePort(t),
+	health, page := freePort(t), freePort(t)
+	cmd := exec.Command(bin, "run", "--status-addr", page, "--kubeconfig", kubeconfig, "--kubeprism-address", freePort(t),
 		"--data-dir", filepath.Join(dir, "data"), "--artifact-addr", freePort(t), "--health-addr", health,
 		"--holder-id", "node-1", "--log-format", "text", "--network-phase=false",
 		// The "remote" cluster below is this API server, on loopback,
@@ -98,8 +99,8 @@ func TestStatusAndMetricsReference(t *testing.T) {
 		return c.Get(ctx, client.ObjectKeyFromObject(broken), broken) == nil && conditions.IsFalse(broken, "Ready")
 	}, &logs)
 
-	checkStatusJSON(t, kubeconfig, health, ns)
-	checkStatusText(t, kubeconfig, health, ns)
+	checkStatusJSON(t, kubeconfig, health, page, ns)
+	checkStatusText(t, kubeconfig, health, page, ns)
 
 	var scrape []byte
 	eventually(t, "/metrics serves the remote cluster's families", func() bool {
@@ -127,12 +128,19 @@ func runStatus(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-func checkStatusJSON(t *testing.T, kubeconfig, health, ns string) {
+func checkStatusJSON(t *testing.T, kubeconfig, health, page, ns string) {
 	t.Helper()
 	var s status.Summary
-	out := runStatus(t, "--kubeconfig", kubeconfig, "--metrics-addr", health, "-o", "json", "--max-not-ready", "-1")
+	out := runStatus(t, "--kubeconfig", kubeconfig, "--metrics-addr", health, "--page-addr", page, "-o", "json", "--max-not-ready", "-1")
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	// The status page's overview comes along: its critical path ends at
+	// the broken release's missing source (or a longer chain of another
+	// test's).
+	var ov statuspage.Overview
+	if err := json.Unmarshal(s.Page, &ov); err != nil || s.PageError != "" || len(ov.Bootstrap.CriticalPath) < 2 {
+		t.Errorf("status -o json: the page's overview %v %q: %s", err, s.PageError, s.Page)
 	}
 	if s.Phase != "all" || !s.Leader || s.MetricsError != "" {
 		t.Errorf("phase %q leader %t metrics error %q, want all, true, none", s.Phase, s.Leader, s.MetricsError)
@@ -168,16 +176,16 @@ func checkStatusJSON(t *testing.T, kubeconfig, health, ns string) {
 	}
 }
 
-func checkStatusText(t *testing.T, kubeconfig, health, ns string) {
+func checkStatusText(t *testing.T, kubeconfig, health, page, ns string) {
 	t.Helper()
-	out := runStatus(t, "--kubeconfig", kubeconfig, "--metrics-addr", health, "--max-not-ready", "-1")
-	for _, want := range []string{"phase: all", "HelmRelease ", "SHARD", ns, "broken"} {
+	out := runStatus(t, "--kubeconfig", kubeconfig, "--metrics-addr", health, "--page-addr", page, "--max-not-ready", "-1")
+	for _, want := range []string{"phase: all", "HelmRelease ", "SHARD", ns, "broken", "critical path (the root cause first):"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
 	// Without /metrics the summary still counts the units and says why.
-	out = runStatus(t, "--kubeconfig", kubeconfig, "--metrics-addr", freePort(t))
+	out = runStatus(t, "--kubeconfig", kubeconfig, "--metrics-addr", freePort(t), "--page-addr", "")
 	if !strings.Contains(out, "phase: unknown") || !strings.Contains(out, "metrics: ") || !strings.Contains(out, "HelmRelease ") {
 		t.Errorf("status without /metrics:\n%s", out)
 	}

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -52,6 +53,11 @@ type Summary struct {
 	// ones first; PlansError says why they were not read.
 	Plans      []Plan `json:"plans,omitempty"`
 	PlansError string `json:"plansError,omitempty"`
+	// Page is the status page's overview (GET /api/v1/overview,
+	// docs/status-page.md), when its address was given; PageError says
+	// why it was not read.
+	Page      json.RawMessage `json:"page,omitempty"`
+	PageError string          `json:"pageError,omitempty"`
 }
 
 // Read lists the units through the API server and scrapes /metrics. An

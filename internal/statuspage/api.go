@@ -288,7 +288,7 @@ func (ov Overview) WriteText(w io.Writer) error {
 		for _, f := range ov.Failures {
 			fmt.Fprintf(&b, "  %s  %s: %s\n", f.Object.Ref, f.Object.Reason, oneLine(f.Object.Message, 120))
 			if len(f.Why) > 1 {
-				fmt.Fprintf(&b, "    why: %s\n", whyLine(f.Why))
+				fmt.Fprintf(&b, "    why: %s\n", WhyLine(f.Why))
 			}
 		}
 	}
@@ -317,9 +317,9 @@ func (ov Overview) WriteText(w io.Writer) error {
 	return err
 }
 
-// whyLine prints a chain root cause first: "GitRepository/ns/a failed
+// WhyLine prints a chain root cause first: "GitRepository/ns/a failed
 // (GitOperationFailed) → Kustomization/ns/b waiting".
-func whyLine(chain []Link) string {
+func WhyLine(chain []Link) string {
 	parts := make([]string, 0, len(chain))
 	for i := len(chain) - 1; i >= 0; i-- {
 		l := chain[i]

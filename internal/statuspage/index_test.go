@@ -45,7 +45,7 @@ func TestWhyFollowsTheChain(t *testing.T) {
 	if w[0].Waiting < 59 {
 		t.Fatalf("waiting %v, want about 60 s", w[0].Waiting)
 	}
-	if line := whyLine(w); !strings.HasPrefix(line, "GitRepository/ns/src failed") {
+	if line := WhyLine(w); !strings.HasPrefix(line, "GitRepository/ns/src failed") {
 		t.Fatalf("whyLine: %s", line)
 	}
 
