@@ -109,6 +109,11 @@ func compareRuns(ctx context.Context, o demo.Options, title string, variants []v
 			float64(p.PeakRSS)/(1<<20), p.CPU.Seconds(), p.PerRelease(), tenant, r.res.MachineSpeed)
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if r.res != nil && r.res.Page != nil {
+			fmt.Printf("%s: %s\n", r.name, r.res.Page)
+		}
+	}
 	return err
 }
 

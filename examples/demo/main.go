@@ -69,6 +69,9 @@ func main() {
 	flag.DurationVar(&o.Idle, "idle", envDuration("DEMO_IDLE"), "scale shape: measure cozy-aio's idle cost for this long at the end (DEMO_IDLE)")
 	flag.DurationVar(&o.Profile, "profile", envDuration("DEMO_PROFILE"), "scale shape: a CPU profile of cozy-aio of this length from its start, in logs/cozy-aio.cpu.pprof (DEMO_PROFILE)")
 	flag.BoolVar(&o.EngineDefaults, "engine-defaults", os.Getenv("DEMO_ENGINE_DEFAULTS") == "1", "run cozy-aio without --shards and --shard-workers (DEMO_ENGINE_DEFAULTS=1)")
+	flag.BoolVar(&o.PageOff, "page-off", os.Getenv("DEMO_PAGE") == "0", "run cozy-aio without its status page (DEMO_PAGE=0)")
+	flag.IntVar(&o.PageBrowsers, "page-browsers", envInt("DEMO_PAGE_BROWSERS", 0), "headless Chromium browsers kept on the status page through the run; measures their first view and how soon a status write shows (DEMO_PAGE_BROWSERS)")
+	comparePage := flag.Bool("compare-page", os.Getenv("DEMO_COMPARE_PAGE") == "1", "scale shape: four runs, page off, page on with two browsers, on, off (DEMO_COMPARE_PAGE=1)")
 	compare := flag.Bool("compare-defaults", os.Getenv("DEMO_COMPARE_DEFAULTS") == "1", "two runs: cozy-aio's defaults, then -shards and -shard-workers (DEMO_COMPARE_DEFAULTS=1)")
 	compareRemoteRuns := flag.Bool("compare-remote", os.Getenv("DEMO_COMPARE_REMOTE") == "1", "scale shape: four runs, local, remote, remote, local: each tenant's releases in the management cluster, or on a tenant cluster of its own (DEMO_COMPARE_REMOTE=1)")
 	compareDown := flag.Bool("compare-down", os.Getenv("DEMO_COMPARE_DOWN") == "1", "scale shape: four runs with a tenant cluster per tenant, all up, one down, one down, all up (DEMO_COMPARE_DOWN=1)")
@@ -94,6 +97,8 @@ func main() {
 		err = runCurve(ctx, o, *curve, *svg)
 	case *compare:
 		err = compareDefaults(ctx, o)
+	case *comparePage:
+		err = comparePageRuns(ctx, o)
 	case *compareRemoteRuns:
 		err = compareRemote(ctx, o)
 	case *compareDown:

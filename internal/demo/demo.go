@@ -44,6 +44,12 @@ type Options struct {
 	WorkDir string
 	// Out receives the progress and the summary. Default: discard.
 	Out io.Writer
+	// PageOff runs cozy-aio without its status page (--status-addr=).
+	PageOff bool
+	// PageBrowsers keeps that many headless Chromium browsers on the first
+	// replica's status page through the run, and measures their first
+	// view and how soon a status write shows (Result.Page).
+	PageBrowsers int
 	// Every is the progress interval. Default: 2s.
 	Every time.Duration
 	// Timeout bounds the wait for every unit to settle. Default: 10m.
@@ -234,6 +240,8 @@ type Result struct {
 	Failover *Failover
 	// WorkDir holds the logs.
 	WorkDir string
+	// Page is what the demo saw of the status page; nil when off.
+	Page *PageFigures
 }
 
 // Check is one verified property of a run.
@@ -284,6 +292,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := h.setup(ctx); err != nil {
 		return res, err
 	}
+	h.startPage(ctx)
 	if err := h.watch(ctx); err != nil {
 		return res, err
 	}
@@ -336,6 +345,8 @@ type harness struct {
 	// avail is when each Deployment of the simulated cluster was first
 	// Available.
 	avail *availability
+	// page follows the status page; nil when off.
+	page *pageClient
 }
 
 func (h *harness) setup(ctx context.Context) error {
@@ -471,7 +482,7 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 	h.exits = make(chan replicaExit, 2*n+4) // every start, the restart, the scale shape's restarts
 	// Every replica's health and artifact ports at once: a port chosen
 	// after a replica started may be one it is about to bind.
-	ports, err := freePorts(2 * n)
+	ports, err := freePorts(3 * n)
 	if err != nil {
 		return err
 	}
@@ -484,7 +495,10 @@ func (h *harness) startReplicas(server, kubeconfig string) error {
 		o := replicaOptions{
 			binary: h.opts.Binary, workDir: h.opts.WorkDir, logs: h.logs, id: "demo", alone: n == 1,
 			server: server, kubeconfig: kubeconfig, shards: h.opts.Shards, workers: h.opts.ShardWorkers, extra: extra,
-			health: ports[2*i-2], artifacts: ports[2*i-1],
+			health: ports[3*i-3], artifacts: ports[3*i-2],
+		}
+		if !h.opts.PageOff {
+			o.page = ports[3*i-1]
 		}
 		if n > 1 {
 			o.id = "node-" + strconv.Itoa(i)
@@ -592,6 +606,7 @@ func (h *harness) watch(ctx context.Context) error {
 			h.res.AllSettled = time.Time{}
 		case !before:
 			h.res.AllSettled = time.Now()
+			h.pageTrials(ctx)
 			h.usage()
 		}
 		if !printing {
@@ -707,6 +722,9 @@ func scrapeMetrics(addr string) scraped {
 }
 
 func (h *harness) teardown() {
+	if h.page != nil {
+		h.page.close()
+	}
 	if h.mem != nil {
 		h.mem.finish()
 		h.mem = nil

@@ -48,8 +48,13 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("demo failed: %v", err)
 		}
-		if len(res.Checks) != 3 {
-			t.Fatalf("want 3 checks, got %+v", res.Checks)
+		if len(res.Checks) != 4 || res.Checks[3].Name != "status page" {
+			t.Fatalf("want 4 checks, the status page's last, got %+v", res.Checks)
+		}
+		// The page was live: its stream pushed the changes as units
+		// became Ready, and the summary says how many.
+		if res.Page == nil || res.Page.Updates == 0 || !strings.Contains(out.String(), "updates pushed to the demo's live client") {
+			t.Fatalf("the status page: %+v", res.Page)
 		}
 		var releases int
 		for _, u := range res.Units {

@@ -31,9 +31,11 @@ type replica struct {
 	// arguments, log and data directory the demo has always used.
 	alone             bool
 	health, artifacts string
-	args              []string
-	log               string
-	binary            string
+	// page is the status page's address; empty when off.
+	page   string
+	args   []string
+	log    string
+	binary string
 	// env is added to the process's environment.
 	env []string
 	// display, when set, is how messages name the process (a Flux
@@ -75,7 +77,9 @@ type replicaOptions struct {
 	// health and artifacts are the loopback ports of /metrics and of the
 	// artifact server (unused alone: it picks its own).
 	health, artifacts int
-	shards, workers   int
+	// page is the status page's loopback port; 0: off.
+	page            int
+	shards, workers int
 	// extra are the flags of the shape (bootstrap or scale).
 	extra []string
 	// lease, renew and retry are the Lease duration, renew deadline and
@@ -104,6 +108,12 @@ func newReplica(o replicaOptions) (*replica, error) {
 		"--data-dir=" + data, "--health-addr=" + r.health, "--artifact-addr=" + r.artifacts,
 		idFlag, "--log-format=json", "--profiling",
 	}
+	if o.page > 0 {
+		r.page = "127.0.0.1:" + strconv.Itoa(o.page)
+	}
+	// Off unless asked for: processes started side by side would all
+	// want the default port.
+	r.args = append(r.args, "--status-addr="+r.page)
 	// Zero leaves cozy-aio's own default (Options.EngineDefaults).
 	if o.shards > 0 {
 		r.args = append(r.args, "--shards="+strconv.Itoa(o.shards))

@@ -49,6 +49,7 @@ func (h *harness) check(name string, ok bool, format string, args ...any) {
 // several replicas from their reports and the release records.
 func (h *harness) verify(ctx context.Context) {
 	h.verifyRun(ctx)
+	h.verifyPage(ctx)
 	switch {
 	case h.res.Failover != nil:
 		h.verifyReplicas(ctx)
@@ -322,6 +323,9 @@ func (h *harness) summary() {
 		h.replicaSummary()
 	}
 	h.clusterSummary()
+	if r.Page != nil {
+		fmt.Fprintf(out, "\n%s\n", r.Page)
+	}
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIMELINE\tSINCE START")

@@ -51,6 +51,10 @@ type Object struct {
 	Cluster string `json:"cluster,omitempty"`
 	// Tenant is a HelmRelease's tenant on the Helm shards.
 	Tenant string `json:"tenant,omitempty"`
+	// Handled is the last reconcile request (reconcile.fluxcd.io/
+	// requestedAt) the engine handled: "reconcile now" is done when it
+	// shows the value it wrote.
+	Handled string `json:"handled,omitempty"`
 }
 
 // maxMessage bounds the message kept per object; the object's page reads
@@ -92,6 +96,7 @@ func objectOf(obj client.Object, tenantOf func(client.Object) string) (*Object, 
 	}
 	switch t := obj.(type) {
 	case *helmv2.HelmRelease:
+		o.Handled = t.Status.LastHandledReconcileAt
 		for _, d := range t.Spec.DependsOn {
 			o.DependsOn = append(o.DependsOn, dep(helmv2.HelmReleaseKind, d.Namespace, d.Name))
 		}
@@ -106,12 +111,14 @@ func objectOf(obj client.Object, tenantOf func(client.Object) string) (*Object, 
 			o.Tenant = tenantOf(obj)
 		}
 	case *kustomizev1.Kustomization:
+		o.Handled = t.Status.LastHandledReconcileAt
 		for _, d := range t.Spec.DependsOn {
 			o.DependsOn = append(o.DependsOn, dep(kustomizev1.KustomizationKind, d.Namespace, d.Name))
 		}
 		o.Sources = append(o.Sources, dep(t.Spec.SourceRef.Kind, t.Spec.SourceRef.Namespace, t.Spec.SourceRef.Name))
 		o.Revision = t.Status.LastAppliedRevision
 	case *swv1beta1.ArtifactGenerator:
+		o.Handled = t.Status.LastHandledReconcileAt
 		for _, s := range t.Spec.Sources {
 			o.Sources = append(o.Sources, dep(s.Kind, s.Namespace, s.Name))
 		}
@@ -123,10 +130,12 @@ func objectOf(obj client.Object, tenantOf func(client.Object) string) (*Object, 
 			o.Revision = t.Status.Artifact.Revision
 		}
 	case *sourcev1.GitRepository:
+		o.Handled = t.Status.LastHandledReconcileAt
 		if t.Status.Artifact != nil {
 			o.Revision = t.Status.Artifact.Revision
 		}
 	case *sourcev1.OCIRepository:
+		o.Handled = t.Status.LastHandledReconcileAt
 		if t.Status.Artifact != nil {
 			o.Revision = t.Status.Artifact.Revision
 		}
@@ -259,7 +268,7 @@ func (x *index) remove(r Ref) {
 
 func sameObject(a, b *Object) bool {
 	return a.State == b.State && a.Reason == b.Reason && a.Message == b.Message && a.Since.Equal(b.Since) &&
-		a.Revision == b.Revision && a.Cluster == b.Cluster && a.Tenant == b.Tenant &&
+		a.Revision == b.Revision && a.Cluster == b.Cluster && a.Tenant == b.Tenant && a.Handled == b.Handled &&
 		equalRefs(a.DependsOn, b.DependsOn) && equalRefs(a.Sources, b.Sources)
 }
 

@@ -206,3 +206,47 @@ func TestParseList(t *testing.T) {
 		}
 	}
 }
+
+// A live stream outlives the server's read timeout: the stream reads
+// nothing after its request, and must not be cut by it.
+func TestStreamOutlivesReadTimeout(t *testing.T) {
+	coalesce = time.Millisecond
+	defer func() { coalesce = 200 * time.Millisecond }()
+	s := &Server{idx: newIndex()}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(context.WithValue(r.Context(), viewerKey{}, &viewer{all: true}))
+		s.watchEvents(w, r)
+	}))
+	srv.Config.ReadTimeout = 300 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	time.Sleep(time.Second)
+	s.idx.set(obj("HelmRelease", "ns", "late", StateReady))
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if strings.Contains(l, `"name":"late"`) {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no change after the read timeout")
+		}
+	}
+}

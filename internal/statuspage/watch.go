@@ -40,6 +40,9 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.watchers.Add(-1)
 	rc := http.NewResponseController(w)
+	// The server's read timeout would end the stream (its background
+	// read cancels the request): a live stream reads nothing more.
+	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -188,6 +188,7 @@ async function renderObject(kind, ns, name) {
       h("div", { class: "card wide" }, h("h2", {}, "Why"), d.why.length > 1 ? chain(d.why) : h("p", { class: "muted", id: "why" }, o.state === "ready" ? "Ready." : (o.message || o.reason || "")),
         h("dl", { class: "kv" }, h("dt", {}, "revision"), h("dd", {}, o.revision || "-"), o.tenant ? [h("dt", {}, "tenant"), h("dd", {}, o.tenant)] : null,
           o.cluster ? [h("dt", {}, "cluster"), h("dd", {}, o.cluster)] : null, h("dt", {}, "generation"), h("dd", {}, d.generation),
+          h("dt", {}, "reconcile request handled"), h("dd", { id: "handled" }, o.handled || "-"),
           d.queue ? [h("dt", {}, "queue"), h("dd", { id: "queue" }, "shard " + d.queue.shard + ", position " + d.queue.position + " of the tenant's " + d.queue.tenantQueued + " (" + d.queue.shardQueued + " on the shard), waited " + dur(d.queue.waited) + ": " + d.queue.reason)] : null)),
       h("div", { class: "card wide" }, h("h2", {}, "Conditions"), conds),
       links("Depends on", d.dependsOn), links("Dependents", d.dependents),
