@@ -755,6 +755,21 @@ func (h *harness) teardown() {
 	}
 }
 
+// procRSS reads a process's resident memory now (VmRSS).
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // procUsage reads a process's peak RSS (VmHWM) and its CPU time.
 func procUsage(pid int) (int64, time.Duration) {
 	var rss int64

@@ -56,6 +56,8 @@ type IdleCost struct {
 	// Requests are cozy-aio's API requests over Duration, from the audit
 	// log.
 	Requests Requests
+	// RSS is cozy-aio's resident memory (VmRSS) at the end.
+	RSS int64
 }
 
 // PerMinute scales a CPU time over the idle window to a minute.
@@ -189,13 +191,14 @@ func (h *harness) idle(ctx context.Context) error {
 	}
 	_, cpu1 := procUsage(rep.cmd.Process.Pid)
 	api1, etcd1 := h.controlPlaneCPU()
-	c := &IdleCost{Duration: time.Since(start), CPU: cpu1 - cpu0, APIServer: api1 - api0, Etcd: etcd1 - etcd0}
+	c := &IdleCost{Duration: time.Since(start), CPU: cpu1 - cpu0, APIServer: api1 - api0, Etcd: etcd1 - etcd0, RSS: procRSS(rep.cmd.Process.Pid)}
 	var err error
 	if c.Requests, _, err = countRequests(audit, offset, CozyUser); err != nil {
 		return err
 	}
 	h.res.Idle = c
-	h.say("idle: cozy-aio %.2f CPU-s per minute, %d API requests in %s", c.PerMinute(c.CPU).Seconds(), c.Requests.Total(), c.Duration.Round(time.Second))
+	h.say("idle: cozy-aio %.2f CPU-s per minute, %d API requests in %s, RSS %.1f MB at the end", c.PerMinute(c.CPU).Seconds(), c.Requests.Total(),
+		c.Duration.Round(time.Second), float64(c.RSS)/(1<<20))
 	return nil
 }
 
