@@ -11,7 +11,7 @@ GO ?= go
 TESTBIN_DIR ?= $(HOME)/.cache/cozy-aio/testbin/v1.37.1
 GO_TEST_FLAGS ?= -timeout 60m
 
-.PHONY: chromium screenshots test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz fuzz-short chaos switch-over
+.PHONY: bench-page chromium screenshots test fmt-check tidy-check vet testbin testbin-cluster testbin-s3 demo bench bench-scale bench-curve bench-defaults bench-clusters build image fuzz fuzz-short chaos switch-over
 
 ## test: gofmt, go mod tidy and go vet, build the test control plane, the cluster
 ## simulator and the S3 server if missing, install Chromium if missing (as root),
@@ -105,6 +105,12 @@ demo: testbin-cluster build
 bench-scale: testbin build
 	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
 	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) DEMO_SCALE=1 DEMO_TENANTS=$${DEMO_TENANTS:-200} DEMO_RELEASES=$${DEMO_RELEASES:-5} DEMO_RESTART=$${DEMO_RESTART:-1} bin/cozy-aio-demo -cozy-aio bin/cozy-aio -timeout 40m
+
+## bench-page: the status page's cost: bench-scale at 3,000 releases four times, page off, on with two
+## headless Chromium browsers connected, on, off; first view and update latency in the browsers.
+bench-page: testbin build chromium
+	@$(GO) build -o bin/cozy-aio-demo ./examples/demo
+	@COZY_TESTBIN_DIR=$(TESTBIN_DIR) bin/cozy-aio-demo -cozy-aio bin/cozy-aio -compare-page -tenants $${DEMO_TENANTS:-600} -releases 5 -idle 30s -timeout 40m
 
 ## bench-curve: bench-scale at 1,000, 3,000 and 10,000 releases (DEMO_CURVE), one run each;
 ## writes docs/benchmarks/scale-curve.svg.

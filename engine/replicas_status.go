@@ -82,11 +82,19 @@ type Replica struct {
 	Leader bool
 	// Shards are the Helm shards whose work runs here.
 	Shards []int
+	// Live are the replicas this one sees alive, and Holders which one
+	// holds each Helm shard's Lease, from the Leases; empty when alone.
+	Live    []string
+	Holders map[int]string
 }
 
 // Replica returns this engine's part among replicas now.
 func (e *Engine) Replica() Replica {
 	r := Replica{ID: e.opts.HolderID, Leader: e.leading()}
+	if e.replicas != nil {
+		v := e.replicas.View()
+		r.Live, r.Holders = v.Live, v.Holders
+	}
 	for _, id := range e.pool.Shards() {
 		if e.ownsShard(id) {
 			r.Shards = append(r.Shards, id)

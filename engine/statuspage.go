@@ -42,19 +42,25 @@ func (e *Engine) newStatusPage() (*statuspage.Server, error) {
 		Addr: e.opts.StatusPage.Addr, Prefix: e.opts.StatusPage.Prefix, Logger: e.opts.Logger,
 		Source: statuspage.Source{
 			Cache: e.mgr.GetCache(), API: api, Metrics: e.registry,
-			Plans: func() []status.Plan {
-				var out []status.Plan
-				for _, p := range e.Plans() {
-					out = append(out, status.Plan{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, Held: p.Held, At: p.At, Plan: p.Plan})
+			Plans: func(yield func(status.Plan) bool) {
+				for _, ps := range []*frame.Plans{e.helmrelease.Plans(), e.kustomization.Plans()} {
+					more := true
+					ps.Each(func(p frame.PlanOf) bool {
+						more = yield(status.Plan{Kind: p.Ref.Kind, Namespace: p.Ref.Namespace, Name: p.Ref.Name, Held: p.Held, At: p.At, Plan: p.Plan})
+						return more
+					})
+					if !more {
+						return
+					}
 				}
-				return out
 			},
 			TenantOf: e.helmrelease.TenantOf,
 			Queued:   e.pool.Queued,
+			Item:     e.pool.Item,
 			Pool:     e.pool.Stats,
 			Replica: func() statuspage.Replica {
 				r := e.Replica()
-				return statuspage.Replica{ID: r.ID, Leader: r.Leader, Shards: r.Shards}
+				return statuspage.Replica{ID: r.ID, Leader: r.Leader, Shards: r.Shards, Live: r.Live, Holders: r.Holders}
 			},
 			Nodes: e.opts.StatusPage.Nodes,
 		},

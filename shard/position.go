@@ -84,3 +84,40 @@ func (p *Pool) Queued(tenant, key string) (Place, bool) {
 	}
 	return pl, true
 }
+
+// Item is what the pool does with an item now, for an operator asking
+// "is it running, waiting for a retry, or done?".
+type Item struct {
+	// State is "queued" (ready, waiting for a worker), "running",
+	// "waiting" (backing off after a failure, or delayed by AddAfter) or
+	// "idle" (done, or parked).
+	State string
+	// Due is when a waiting item becomes ready.
+	Due time.Time
+	// Failures counts the item's failures in a row, which set its
+	// backoff.
+	Failures int
+}
+
+// Item returns what the pool does with the item (tenant, key) now; false
+// when it does not know it.
+func (p *Pool) Item(tenant, key string) (Item, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	it := p.s.items[itemKey{tenant, key}]
+	if it == nil {
+		return Item{}, false
+	}
+	out := Item{Failures: it.failures}
+	switch it.state {
+	case queued:
+		out.State = "queued"
+	case running:
+		out.State = "running"
+	case waiting:
+		out.State, out.Due = "waiting", it.due
+	default:
+		out.State = "idle"
+	}
+	return out, true
+}

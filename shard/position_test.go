@@ -66,3 +66,49 @@ func TestQueuedOnAShardAnotherReplicaOwns(t *testing.T) {
 		t.Errorf("Reason = %q, want %q", got, want)
 	}
 }
+
+// Item tells a running item, a queued one, and one backing off after a
+// failure with its due time.
+func TestItemSaysRunningQueuedOrWaiting(t *testing.T) {
+	p := NewPool(PoolOptions{Shards: 1, Workers: 4, TenantLimit: 1})
+	release := make(chan struct{})
+	started := make(chan struct{})
+	p.Add("t", "running", func(context.Context) error {
+		close(started)
+		<-release
+		return nil
+	})
+	failed := make(chan struct{}, 1)
+	startPool(t, p)
+	<-started
+	p.Add("t", "queued", func(context.Context) error { return nil })
+	p.Add("u", "failing", func(context.Context) error {
+		failed <- struct{}{}
+		return fmt.Errorf("boom")
+	})
+	<-failed
+	if it, ok := p.Item("t", "running"); !ok || it.State != "running" {
+		t.Errorf("running: %+v %v", it, ok)
+	}
+	if it, ok := p.Item("t", "queued"); !ok || it.State != "queued" {
+		t.Errorf("queued: %+v %v", it, ok)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		it, ok := p.Item("u", "failing")
+		if ok && it.State == "waiting" {
+			if it.Failures < 1 || !it.Due.After(time.Now().Add(-time.Second)) {
+				t.Errorf("waiting: %+v", it)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failed item never waited: %+v %v", it, ok)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := p.Item("t", "unknown"); ok {
+		t.Error("an unknown item is known")
+	}
+	close(release)
+}

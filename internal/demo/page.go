@@ -134,6 +134,19 @@ func newBrowser() (context.Context, context.CancelFunc, error) {
 	if path == "" {
 		return nil, nil, fmt.Errorf("no Chromium: run hack/chromium.sh, or set CHROMIUM")
 	}
+	// At the lowest CPU priority: the browsers stand for operators'
+	// browsers on other machines, and must not take the two cores from
+	// the engine and the API server they measure.
+	wrapper, err := os.CreateTemp("", "chromium-nice-*.sh")
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(wrapper, "#!/bin/sh\nexec nice -n 19 %q \"$@\"\n", path)
+	wrapper.Close()
+	if err := os.Chmod(wrapper.Name(), 0o755); err != nil {
+		return nil, nil, err
+	}
+	path = wrapper.Name()
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(path),
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -141,9 +154,10 @@ func newBrowser() (context.Context, context.CancelFunc, error) {
 	if err := chromedp.Do(ctx); err != nil {
 		cancel()
 		cancelAlloc()
+		os.Remove(path)
 		return nil, nil, err
 	}
-	return ctx, func() { cancel(); cancelAlloc() }, nil
+	return ctx, func() { cancel(); cancelAlloc(); os.Remove(path) }, nil
 }
 
 // pageTrials measures, once every unit settled and before cozy-aio's
@@ -161,10 +175,10 @@ func (h *harness) pageTrials(ctx context.Context) {
 		_ = chromedp.Do(tctx, chromedp.Navigate("about:blank"))
 		start := time.Now()
 		expr := fmt.Sprintf(`(document.querySelector('[data-count="HelmRelease/total"]')?.textContent || "") === "%d"`, want)
-		err := chromedp.Do(tctx, chromedp.Navigate(fig.URL), chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](expr, chromedp.WithPollingInterval(5*time.Millisecond))(ctx, t)
-			return err
-		}))
+		err := chromedp.Do(tctx, chromedp.Navigate(fig.URL))
+		if err == nil {
+			err = until(tctx, expr)
+		}
 		cancel()
 		if err != nil {
 			h.check("status page", false, "browser %d: the first view never showed %d HelmReleases: %v", i+1, want, err)
@@ -195,14 +209,33 @@ func (h *harness) pageTrials(ctx context.Context) {
 			h.check("status page", false, "requesting a reconcile: %v", err)
 			return
 		}
-		_, err = chromedp.Run(tctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("handled")?.textContent === %q`, at),
-			chromedp.WithPollingInterval(5*time.Millisecond)))
+		err = until(tctx, fmt.Sprintf(`document.getElementById("handled")?.textContent === %q`, at))
 		cancel()
 		if err != nil {
 			h.check("status page", false, "%s/%s: the handled request never showed: %v", hr.Namespace, hr.Name, err)
 			return
 		}
 		fig.Latency = append(fig.Latency, time.Since(start))
+	}
+}
+
+// until evaluates expr in the tab every 5 ms until it is true: an
+// evaluation that fails while the page loads is tried again.
+func until(ctx context.Context, expr string) error {
+	var last error
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 

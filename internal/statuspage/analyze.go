@@ -166,20 +166,23 @@ func countKinds(objs []*Object) []KindCount {
 		if i >= len(out) {
 			continue
 		}
-		c := &out[i]
-		c.Total++
-		switch o.State {
-		case StateReady:
-			c.Ready++
-		case StateFailed:
-			c.Failed++
-		case StateSuspended:
-			c.Suspended++
-		default:
-			c.Progressing++
-		}
+		out[i].add(o.State)
 	}
 	return out
+}
+
+func (c *KindCount) add(state string) {
+	c.Total++
+	switch state {
+	case StateReady:
+		c.Ready++
+	case StateFailed:
+		c.Failed++
+	case StateSuspended:
+		c.Suspended++
+	default:
+		c.Progressing++
+	}
 }
 
 // Failure is an object that failed, with the chain to its root cause.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cozystack/cozy-aio/internal/status"
 	"github.com/cozystack/cozy-aio/plan"
+	"github.com/cozystack/cozy-aio/shard"
 )
 
 // Bootstrap is the node's start: the phase and what it waits on.
@@ -129,7 +130,7 @@ func (s *Server) buildOverview(ctx context.Context, v *viewer) Overview {
 	if ov.Bootstrap.CriticalPath == nil {
 		ov.Bootstrap.CriticalPath = []Link{}
 	}
-	m := status.Gathered(s.opts.Source.Metrics)
+	m := s.metrics(now)
 	ov.Bootstrap.Phase = m.Phase
 	ov.Bootstrap.KindsTotal = len(status.Kinds)
 	s.synced.Range(func(_, f any) bool {
@@ -169,7 +170,7 @@ func (s *Server) buildOverview(ctx context.Context, v *viewer) Overview {
 		}
 	}
 	if f := s.opts.Source.Plans; f != nil {
-		for _, p := range f() {
+		for p := range f {
 			if !visible(Ref{p.Kind, p.Namespace, p.Name}) {
 				continue
 			}
@@ -183,6 +184,21 @@ func (s *Server) buildOverview(ctx context.Context, v *viewer) Overview {
 		}
 	}
 	return ov
+}
+
+// metricsTTL is how long the overview reuses what it read from the
+// registry: gathering it builds every family, a duration histogram per
+// object among them (megabytes at thousands of releases), to read a few
+// gauges.
+const metricsTTL = 30 * time.Second
+
+func (s *Server) metrics(now time.Time) status.Metrics {
+	s.metricsMu.Lock()
+	defer s.metricsMu.Unlock()
+	if s.metricsAt.IsZero() || now.Sub(s.metricsAt) > metricsTTL {
+		s.lastMetrics, s.metricsAt = status.Gathered(s.opts.Source.Metrics), now
+	}
+	return s.lastMetrics
 }
 
 func risky(p *plan.Plan) bool {
@@ -452,15 +468,22 @@ type Event struct {
 	Last    time.Time `json:"last"`
 }
 
-// Queue is where a HelmRelease waits for a Helm worker.
+// Queue is a HelmRelease's work on the Helm shards: running (in flight),
+// queued (where, and why it has not started), waiting for a retry (until
+// when) or idle.
 type Queue struct {
-	Tenant       string  `json:"tenant"`
-	Shard        int     `json:"shard"`
-	Position     int     `json:"position"`
-	TenantQueued int     `json:"tenantQueued"`
-	ShardQueued  int     `json:"shardQueued"`
-	Waited       float64 `json:"waited"`
-	Reason       string  `json:"reason"`
+	Tenant string `json:"tenant"`
+	State  string `json:"state"`
+	// Failures counts its failures in a row; Due is when a waiting
+	// retry is ready to run.
+	Failures     int       `json:"failures,omitempty"`
+	Due          time.Time `json:"due,omitzero"`
+	Shard        int       `json:"shard"`
+	Position     int       `json:"position,omitempty"`
+	TenantQueued int       `json:"tenantQueued,omitempty"`
+	ShardQueued  int       `json:"shardQueued,omitempty"`
+	Waited       float64   `json:"waited,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
 }
 
 const (
@@ -547,17 +570,25 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f := s.opts.Source.Plans; f != nil {
-		for _, p := range f() {
+		for p := range f {
 			if p.Kind == ref.Kind && p.Namespace == ref.Namespace && p.Name == ref.Name {
 				d.Plan = &p
 				break
 			}
 		}
 	}
-	if o.Tenant != "" && s.opts.Source.Queued != nil {
-		if place, ok := s.opts.Source.Queued(o.Tenant, ref.String()); ok {
-			d.Queue = &Queue{Tenant: o.Tenant, Shard: place.Shard, Position: place.Position, TenantQueued: place.TenantQueued,
-				ShardQueued: place.ShardQueued, Waited: place.Waited.Seconds(), Reason: place.Reason(o.Tenant)}
+	if o.Tenant != "" && s.opts.Source.Item != nil {
+		if it, ok := s.opts.Source.Item(o.Tenant, ref.String()); ok {
+			d.Queue = &Queue{Tenant: o.Tenant, State: it.State, Failures: it.Failures, Due: it.Due, Shard: -1}
+			var place shard.Place
+			ok := it.State == "queued" && s.opts.Source.Queued != nil
+			if ok {
+				place, ok = s.opts.Source.Queued(o.Tenant, ref.String())
+			}
+			if ok {
+				d.Queue.Shard, d.Queue.Position, d.Queue.TenantQueued, d.Queue.ShardQueued = place.Shard, place.Position, place.TenantQueued, place.ShardQueued
+				d.Queue.Waited, d.Queue.Reason = place.Waited.Seconds(), place.Reason(o.Tenant)
+			}
 		}
 	}
 	d.Events, d.EventsError = s.events(ctx, ref)

@@ -10,6 +10,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	swv1beta1 "github.com/fluxcd/source-watcher/api/v2/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/cozy-aio/internal/status"
@@ -82,9 +83,11 @@ func objectOf(obj client.Object, tenantOf func(client.Object) string) (*Object, 
 		o.State = StateSuspended
 	case u.Ready:
 		o.State = StateReady
-	case u.Settled:
+	case u.Settled && !readyForOlderSpec(obj):
 		o.State = StateFailed
 	default:
+		// Not done yet: on its way, or Ready for a spec older than the
+		// one it has now (a change the engine has not reconciled yet).
 		o.State = StateProgressing
 	}
 	ns := obj.GetNamespace()
@@ -141,6 +144,21 @@ func objectOf(obj client.Object, tenantOf func(client.Object) string) (*Object, 
 		}
 	}
 	return o, true
+}
+
+// readyForOlderSpec tells an object whose Ready is True for a generation
+// older than its own: its spec changed and the engine has not answered.
+func readyForOlderSpec(obj client.Object) bool {
+	c, ok := obj.(interface{ GetConditions() []metav1.Condition })
+	if !ok {
+		return false
+	}
+	for _, cond := range c.GetConditions() {
+		if cond.Type == "Ready" {
+			return cond.Status == metav1.ConditionTrue && cond.ObservedGeneration < obj.GetGeneration()
+		}
+	}
+	return false
 }
 
 func kindOf(obj client.Object) string {
@@ -317,14 +335,35 @@ func (x *index) Timeline(since time.Time, keep func(Ref) bool) []TimelineEntry {
 // namespace and name, and the index's version.
 func (x *index) snapshot(keep func(Ref) bool) ([]*Object, uint64) {
 	x.mu.RLock()
-	defer x.mu.RUnlock()
 	out := make([]*Object, 0, len(x.objs))
 	for r, o := range x.objs {
 		if keep(r) {
 			out = append(out, o)
 		}
 	}
+	version := x.version
+	x.mu.RUnlock()
+	// Sorted outside the lock: the informers' handlers never wait on a
+	// reader (a handler that waits makes its informer queue events, and
+	// hold the objects they carry).
 	sortObjects(out)
+	return out, version
+}
+
+// counts counts the objects keep lets through per kind and state, and
+// returns the index's version: no copy, no sort, for each live batch.
+func (x *index) counts(keep func(Ref) bool) ([]KindCount, uint64) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]KindCount, len(status.Kinds))
+	for i, k := range status.Kinds {
+		out[i].Kind = k
+	}
+	for r, o := range x.objs {
+		if i := kindOrder(r.Kind); i < len(out) && keep(r) {
+			out[i].add(o.State)
+		}
+	}
 	return out, x.version
 }
 

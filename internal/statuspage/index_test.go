@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func obj(kind, ns, name, state string, deps ...Ref) *Object {
@@ -248,5 +251,25 @@ func TestStreamOutlivesReadTimeout(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no change after the read timeout")
 		}
+	}
+}
+
+// A Ready=True condition for an older generation is a change on its way,
+// not a failure.
+func TestReadyForAnOlderSpecIsProgressing(t *testing.T) {
+	k := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 3},
+		Status: kustomizev1.KustomizationStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue,
+			Reason: "ReconciliationSucceeded", ObservedGeneration: 2}}}}
+	o, ok := objectOf(k, nil)
+	if !ok || o.State != StateProgressing {
+		t.Fatalf("state %+v", o)
+	}
+	k.Status.Conditions[0].ObservedGeneration = 3
+	if o, _ := objectOf(k, nil); o.State != StateReady {
+		t.Fatalf("state %+v", o)
+	}
+	k.Status.Conditions[0] = metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "InvalidPath", ObservedGeneration: 3}
+	if o, _ := objectOf(k, nil); o.State != StateFailed {
+		t.Fatalf("state %+v", o)
 	}
 }

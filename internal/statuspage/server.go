@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"net"
 	"net/http"
 	"regexp"
@@ -38,11 +39,16 @@ type Node struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// Replica is this process's part among replicas.
+// Replica is this process's part among replicas, and what it sees of
+// the others.
 type Replica struct {
 	ID     string `json:"id,omitempty"`
 	Leader bool   `json:"leader"`
 	Shards []int  `json:"shards"`
+	// Live are the replicas alive, and Holders which one holds each Helm
+	// shard, from their Leases; empty when the engine runs alone.
+	Live    []string       `json:"live,omitempty"`
+	Holders map[int]string `json:"holders,omitempty"`
 }
 
 // Source is what the page reads from the engine it serves. Cache, API
@@ -56,13 +62,17 @@ type Source struct {
 	// Metrics is the engine's registry: the bootstrap phase and remote
 	// clusters' figures come from there.
 	Metrics prometheus.Gatherer
-	// Plans returns the last plans (upgrade preview).
-	Plans func() []status.Plan
+	// Plans yields the last plans (upgrade preview), in no order; yield
+	// must not block.
+	Plans iter.Seq[status.Plan]
 	// TenantOf names a HelmRelease's tenant on the Helm shards.
 	TenantOf func(client.Object) string
 	// Queued says where a HelmRelease waits in its tenant's queue
 	// (shard.Pool.Queued with the release's "Kind/namespace/name").
 	Queued func(tenant, key string) (shard.Place, bool)
+	// Item says whether a HelmRelease's work runs, waits for a retry (and
+	// until when) or is done (shard.Pool.Item).
+	Item func(tenant, key string) (shard.Item, bool)
 	// Pool returns the Helm shards' and tenants' figures.
 	Pool func() shard.Stats
 	// Replica returns this process's leadership and shards.
@@ -96,6 +106,10 @@ type Server struct {
 	// watchers counts the live connections; at most maxWatchers.
 	watchers atomic.Int32
 	synced   sync.Map // kind → func() bool
+	// lastMetrics is the registry's figures read at metricsAt.
+	metricsMu   sync.Mutex
+	lastMetrics status.Metrics
+	metricsAt   time.Time
 }
 
 // maxWatchers bounds the live (server-sent events) connections.

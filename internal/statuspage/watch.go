@@ -67,7 +67,7 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
-	_, version := s.idx.snapshot(func(Ref) bool { return false })
+	_, version := s.idx.counts(func(Ref) bool { return false })
 	if !send("hello", map[string]uint64{"version": version}) {
 		return
 	}
@@ -116,9 +116,7 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) {
 		if len(c.Objects) == 0 && len(c.Removed) == 0 {
 			continue
 		}
-		var objs []*Object
-		objs, c.Version = s.idx.snapshot(visible)
-		c.Kinds = countKinds(objs)
+		c.Kinds, c.Version = s.idx.counts(visible)
 		sortObjects(c.Objects)
 		if !send("change", c) {
 			return

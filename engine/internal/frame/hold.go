@@ -1,6 +1,7 @@
 package frame
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -265,6 +266,21 @@ func (ps *Plans) All() []PlanOf {
 		out = append(out, PlanOf{Ref: r, LastPlan: p})
 	}
 	ps.mu.Unlock()
-	slices.SortFunc(out, func(a, b PlanOf) int { return strings.Compare(a.Ref.String(), b.Ref.String()) })
+	slices.SortFunc(out, func(a, b PlanOf) int {
+		return cmp.Or(strings.Compare(a.Ref.Kind, b.Ref.Kind), strings.Compare(a.Ref.Namespace, b.Ref.Namespace),
+			strings.Compare(a.Ref.Name, b.Ref.Name))
+	})
 	return out
+}
+
+// Each calls f with every unit's last plan, in no order, until f returns
+// false: no copy, for counting. f must not call back into ps.
+func (ps *Plans) Each(f func(PlanOf) bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for r, p := range ps.m {
+		if !f(PlanOf{Ref: r, LastPlan: p}) {
+			return
+		}
+	}
 }

@@ -704,3 +704,35 @@ func (r *Replicas) LeaderEvent(what string) {
 	}
 	r.event(r.Leader, reason, "replica %s %s", r.id, what)
 }
+
+// View is what this replica sees of the set: the live replicas and which
+// one holds each Helm shard's Lease now.
+type View struct {
+	// Live are the replicas whose own Lease is live, sorted.
+	Live []string
+	// Holders are the shards' live holders, by shard.
+	Holders map[int]string
+}
+
+// View returns what this replica sees of the others now, from the Leases.
+func (r *Replicas) View() View {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	v := View{Holders: map[int]string{}}
+	for _, s := range r.seen {
+		if !s.live(now) {
+			continue
+		}
+		switch s.role {
+		case roleShard:
+			if i, err := strconv.Atoi(s.shard); err == nil {
+				v.Holders[i] = s.holder
+			}
+		case roleReplica:
+			v.Live = append(v.Live, s.holder)
+		}
+	}
+	slices.Sort(v.Live)
+	return v
+}

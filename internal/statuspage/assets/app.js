@@ -124,17 +124,19 @@ async function loadOverview() {
   document.getElementById("user").textContent = page.overview.user || "";
 }
 
-// refreshOverview re-reads the overview at most once a second while
-// changes come in; the counts are patched at once from each change.
+// refreshOverview re-reads the overview (failures, critical path,
+// shards) at most once a second while changes come in, every 3 s past
+// 1,000 objects; the counts are patched at once from each change.
 function refreshOverview() {
   if (page.overviewTimer) return;
+  const total = page.overview ? page.overview.kinds.reduce((n, k) => n + k.total, 0) : 0;
   page.overviewTimer = setTimeout(async () => {
     page.overviewTimer = null;
     try {
       await loadOverview();
       if (["overview", "shards", "clusters"].includes(page.route.name)) render();
     } catch (e) { /* shown on the next navigation */ }
-  }, 1000);
+  }, total > 1000 ? 3000 : 1000);
 }
 
 // ---- objects ----
@@ -189,7 +191,7 @@ async function renderObject(kind, ns, name) {
         h("dl", { class: "kv" }, h("dt", {}, "revision"), h("dd", {}, o.revision || "-"), o.tenant ? [h("dt", {}, "tenant"), h("dd", {}, o.tenant)] : null,
           o.cluster ? [h("dt", {}, "cluster"), h("dd", {}, o.cluster)] : null, h("dt", {}, "generation"), h("dd", {}, d.generation),
           h("dt", {}, "reconcile request handled"), h("dd", { id: "handled" }, o.handled || "-"),
-          d.queue ? [h("dt", {}, "queue"), h("dd", { id: "queue" }, "shard " + d.queue.shard + ", position " + d.queue.position + " of the tenant's " + d.queue.tenantQueued + " (" + d.queue.shardQueued + " on the shard), waited " + dur(d.queue.waited) + ": " + d.queue.reason)] : null)),
+          d.queue ? [h("dt", {}, "Helm work"), h("dd", { id: "queue", "data-queue": d.queue.state }, queueText(d.queue))] : null)),
       h("div", { class: "card wide" }, h("h2", {}, "Conditions"), conds),
       links("Depends on", d.dependsOn), links("Dependents", d.dependents),
       d.plan ? planCard(d.plan) : null,
@@ -198,6 +200,16 @@ async function renderObject(kind, ns, name) {
       h("div", { class: "card wide" }, h("h2", {}, "Events"), d.eventsError ? h("p", { class: "error" }, d.eventsError) : null,
         d.events.length ? h("table", {}, h("tbody", {}, d.events.map((e) => h("tr", {}, h("td", {}, e.type), h("td", {}, e.reason), h("td", { class: "msg" }, e.message), h("td", { class: "muted" }, ago(e.last)))))) : h("p", { class: "muted" }, "None.")))];
   setMain(...parts);
+}
+
+function queueText(q) {
+  const failures = q.failures ? " after " + q.failures + " failure" + (q.failures > 1 ? "s" : "") + " in a row" : "";
+  switch (q.state) {
+    case "running": return "running now (tenant " + q.tenant + ")";
+    case "queued": return "queued on shard " + q.shard + ", position " + q.position + " of the tenant's " + q.tenantQueued + " (" + q.shardQueued + " on the shard), waited " + dur(q.waited) + ": " + q.reason;
+    case "waiting": return "next retry " + new Date(q.due).toLocaleTimeString() + " (in " + dur(Math.max(0, (new Date(q.due) - Date.now()) / 1000)) + ")" + failures;
+    default: return "idle: nothing to run (tenant " + q.tenant + ")";
+  }
 }
 
 function planCard(p) {
@@ -218,16 +230,24 @@ function renderShards() {
   const maxLoad = Math.max(1, ...ov.shards.map((s) => s.load));
   const bar = (load) => { const el = h("div", { class: "load" }); el.style.width = Math.round(100 * load / maxLoad) + "%"; return el; };
   setMain(h("h1", {}, "Tenants & shards"),
-    ov.replica ? h("p", {}, "Replica " + (ov.replica.id || "-") + ": " + (ov.replica.leader ? "leader" : "not leader") + ", shards [" + (ov.replica.shards || []).join(", ") + "]") : null,
+    ov.replica ? h("p", { id: "replica" }, "Replica " + (ov.replica.id || "-") + ": " + (ov.replica.leader ? "leader" : "not leader") + ", shards [" + (ov.replica.shards || []).join(", ") + "]" +
+      (ov.replica.live && ov.replica.live.length ? "; replicas alive: " + ov.replica.live.join(", ") : "")) : null,
     h("div", { class: "grid" },
       h("div", { class: "card" }, h("h2", {}, "Shards"), h("table", { id: "shards" },
-        h("thead", {}, h("tr", {}, ["shard", "owned", "load", "", "tenants", "queued", "waiting", "running"].map((t) => h("th", {}, t)))),
-        h("tbody", {}, ov.shards.map((s) => h("tr", {}, h("td", {}, s.id), h("td", {}, s.owned ? "yes" : "no"), h("td", { class: "num" }, s.load), h("td", {}, bar(s.load)),
+        h("thead", {}, h("tr", {}, ["shard", "held by", "load", "", "tenants", "queued", "waiting", "running"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, ov.shards.map((s) => h("tr", {}, h("td", {}, s.id), h("td", {}, holder(ov, s)), h("td", { class: "num" }, s.load), h("td", {}, bar(s.load)),
           h("td", { class: "num" }, s.tenants), h("td", { class: "num" }, s.queued), h("td", { class: "num" }, s.waiting), h("td", { class: "num" }, s.running)))))),
       h("div", { class: "card" }, h("h2", {}, "Tenants (" + ov.tenantsTotal + ", busiest first)"), h("table", { id: "tenants" },
         h("thead", {}, h("tr", {}, ["tenant", "shard", "releases", "queued", "waiting", "running", "ok", "failed", "max wait"].map((t) => h("th", {}, t)))),
         h("tbody", {}, ov.tenants.map((t) => h("tr", {}, h("td", {}, h("a", { href: "#/objects?kind=HelmRelease&q=" + encodeURIComponent(t.id.split("/")[0] + "/") }, t.id)), h("td", { class: "num" }, t.shard), h("td", { class: "num" }, t.weight),
           h("td", { class: "num" }, t.queued), h("td", { class: "num" }, t.waiting), h("td", { class: "num" }, t.running), h("td", { class: "num" }, t.succeeded), h("td", { class: "num" }, t.failed), h("td", { class: "num" }, dur(t.waitMax)))))))));
+}
+
+// holder names the replica that runs a shard's work.
+function holder(ov, s) {
+  const held = ov.replica && ov.replica.holders && ov.replica.holders[s.id];
+  if (held) return held;
+  return s.owned ? "this replica" : "-";
 }
 
 function renderClusters() {
