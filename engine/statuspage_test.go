@@ -221,6 +221,18 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("detail: conditions %+v, dependsOn %+v", d.Conditions, d.DependsOn)
 	}
 
+	// The inventory with each object's health.
+	var apps statuspage.Detail
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		as.get("/api/v1/objects/Kustomization/"+mine+"/apps", &apps)
+		return len(apps.Inventory) == 1, nil
+	}); err != nil {
+		t.Fatalf("inventory: %+v", apps.Inventory)
+	}
+	if inv := apps.Inventory[0]; inv.ID != mine+"_a__ConfigMap" || inv.Status != "Current" {
+		t.Fatalf("inventory: %+v", apps.Inventory)
+	}
+
 	// Live: a change in the viewer's namespace arrives, one in another
 	// does not.
 	events := pageStream(t, base, viewer)

@@ -444,9 +444,9 @@ type Detail struct {
 	Conditions []metav1.Condition `json:"conditions"`
 	// History is the object's status.history, as Flux writes it.
 	History any `json:"history,omitempty"`
-	// Inventory lists the objects it applied (at most 500);
-	// InventoryTotal counts them all.
-	Inventory      []string          `json:"inventory"`
+	// Inventory lists the objects it applied (at most 500), the first 50
+	// with their health; InventoryTotal counts them all.
+	Inventory      []InventoryObject `json:"inventory"`
 	InventoryTotal int               `json:"inventoryTotal"`
 	Plan           *status.Plan      `json:"plan,omitempty"`
 	Events         []Event           `json:"events"`
@@ -526,7 +526,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 	visible := v.visible(ctx)
 	get := s.getter(visible)
 	now := time.Now()
-	d := Detail{Object: o, Conditions: []metav1.Condition{}, Inventory: []string{}, Events: []Event{},
+	d := Detail{Object: o, Conditions: []metav1.Condition{}, Inventory: []InventoryObject{}, Events: []Event{},
 		DependsOn: []Link{}, Dependents: []Link{}, Why: why(ref, get, now), Generation: obj.GetGeneration()}
 	if c, ok := obj.(interface{ GetConditions() []metav1.Condition }); ok {
 		d.Conditions = c.GetConditions()
@@ -537,22 +537,24 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 			d.Annotations[k] = val
 		}
 	}
+	var ids []string
 	switch t := obj.(type) {
 	case *helmv2.HelmRelease:
 		d.History = t.Status.History
 		if t.Status.Inventory != nil {
 			for _, e := range t.Status.Inventory.Entries {
-				d.addInventory(e.ID)
+				ids = d.addInventory(ids, e.ID)
 			}
 		}
 	case *kustomizev1.Kustomization:
 		d.History = t.Status.History
 		if t.Status.Inventory != nil {
 			for _, e := range t.Status.Inventory.Entries {
-				d.addInventory(e.ID)
+				ids = d.addInventory(ids, e.ID)
 			}
 		}
 	}
+	d.Inventory = s.health(ctx, ids, o.Cluster != "")
 	for _, dep := range append(append([]Ref{}, o.DependsOn...), o.Sources...) {
 		if x, ok := get(dep); ok {
 			d.DependsOn = append(d.DependsOn, linkOf(x, now))
@@ -595,11 +597,12 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-func (d *Detail) addInventory(id string) {
+func (d *Detail) addInventory(ids []string, id string) []string {
 	d.InventoryTotal++
-	if len(d.Inventory) < maxInventory {
-		d.Inventory = append(d.Inventory, id)
+	if len(ids) < maxInventory {
+		ids = append(ids, id)
 	}
+	return ids
 }
 
 // events lists the newest Events about ref, from the API server (the

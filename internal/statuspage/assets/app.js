@@ -196,7 +196,8 @@ async function renderObject(kind, ns, name) {
       links("Depends on", d.dependsOn), links("Dependents", d.dependents),
       d.plan ? planCard(d.plan) : null,
       h("div", { class: "card" }, h("h2", {}, "History"), d.history ? h("pre", {}, JSON.stringify(d.history, null, 2)) : h("p", { class: "muted" }, "None.")),
-      h("div", { class: "card" }, h("h2", {}, "Inventory (" + d.inventoryTotal + ")"), d.inventory.length ? h("ul", {}, d.inventory.map((i) => h("li", {}, i))) : h("p", { class: "muted" }, "None.")),
+      h("div", { class: "card" }, h("h2", {}, "Inventory (" + d.inventoryTotal + ")"), d.inventory.length ? h("table", { id: "inventory" }, h("tbody", {}, d.inventory.map((i) =>
+        h("tr", { "data-inventory": i.id }, h("td", {}, i.id), h("td", {}, i.status ? h("span", { class: "state state-" + health(i.status), "data-health": i.status }, i.status) : ""), h("td", { class: "msg muted" }, i.message || ""))))) : h("p", { class: "muted" }, "None.")),
       h("div", { class: "card wide" }, h("h2", {}, "Events"), d.eventsError ? h("p", { class: "error" }, d.eventsError) : null,
         d.events.length ? h("table", {}, h("tbody", {}, d.events.map((e) => h("tr", {}, h("td", {}, e.type), h("td", {}, e.reason), h("td", { class: "msg" }, e.message), h("td", { class: "muted" }, ago(e.last)))))) : h("p", { class: "muted" }, "None.")))];
   setMain(...parts);
@@ -210,6 +211,11 @@ function queueText(q) {
     case "waiting": return "next retry " + new Date(q.due).toLocaleTimeString() + " (in " + dur(Math.max(0, (new Date(q.due) - Date.now()) / 1000)) + ")" + failures;
     default: return "idle: nothing to run (tenant " + q.tenant + ")";
   }
+}
+
+// health maps kstatus onto the page's colours.
+function health(s) {
+  return { Current: "ready", InProgress: "progressing", Failed: "failed", NotFound: "failed", Terminating: "progressing" }[s] || "hidden";
 }
 
 function planCard(p) {
