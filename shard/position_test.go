@@ -110,5 +110,8 @@ func TestItemSaysRunningQueuedOrWaiting(t *testing.T) {
 	if _, ok := p.Item("t", "unknown"); ok {
 		t.Error("an unknown item is known")
 	}
+	if st := p.Stats(); len(st.Shards) != 1 || st.Shards[0].Workers != 4 {
+		t.Errorf("shard stats %+v, want one shard of 4 workers", st.Shards)
+	}
 	close(release)
 }

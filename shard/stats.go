@@ -21,6 +21,9 @@ type ShardStats struct {
 	Load int
 	// Tenants is the number of tenants placed on the shard.
 	Tenants int
+	// Workers is the number of workers the shard runs its items on
+	// (PoolOptions.Workers).
+	Workers int
 	// Owned is what PoolOptions.Owned answers for the shard: whether the
 	// pool may start its items.
 	Owned bool
@@ -61,7 +64,7 @@ func (s *sched) stats() Stats {
 	at := map[int]int{}
 	for i, id := range s.place.ids {
 		at[id] = i
-		st.Shards = append(st.Shards, ShardStats{ID: id, Load: s.place.load[i]})
+		st.Shards = append(st.Shards, ShardStats{ID: id, Load: s.place.load[i], Workers: s.o.Workers})
 	}
 	for _, e := range s.place.entries {
 		st.Shards[e.at].Tenants++

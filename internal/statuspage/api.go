@@ -63,6 +63,7 @@ type Shard struct {
 	ID      int  `json:"id"`
 	Load    int  `json:"load"`
 	Tenants int  `json:"tenants"`
+	Workers int  `json:"workers"`
 	Owned   bool `json:"owned"`
 	Queued  int  `json:"queued"`
 	Waiting int  `json:"waiting"`
@@ -219,7 +220,7 @@ func (s *Server) addShards(ov *Overview, objs []*Object, v *viewer) {
 	}
 	st := s.opts.Source.Pool()
 	for _, sh := range st.Shards {
-		ov.Shards = append(ov.Shards, Shard{ID: sh.ID, Load: sh.Load, Tenants: sh.Tenants, Owned: sh.Owned,
+		ov.Shards = append(ov.Shards, Shard{ID: sh.ID, Load: sh.Load, Tenants: sh.Tenants, Workers: sh.Workers, Owned: sh.Owned,
 			Queued: sh.Queued, Waiting: sh.Waiting, Running: sh.Running})
 	}
 	mine := map[string]bool{}
