@@ -12,10 +12,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,42 +20,6 @@ import (
 	"github.com/cozystack/cozy-aio/internal/status"
 	"github.com/cozystack/cozy-aio/internal/statuspage"
 )
-
-// saToken makes a ServiceAccount in ns bound to rules (in ns, or across
-// the cluster when clusterWide) and returns a token of it.
-func saToken(t *testing.T, ns, name string, clusterWide bool, rules ...rbacv1.PolicyRule) string {
-	t.Helper()
-	ctx := context.Background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-	if err := cp.Client.Create(ctx, sa); err != nil {
-		t.Fatal(err)
-	}
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}
-	var objs []client.Object
-	if clusterWide {
-		objs = []client.Object{
-			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: rules},
-			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ns + "-" + name}},
-		}
-	} else {
-		objs = []client.Object{
-			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules},
-			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}},
-		}
-	}
-	for _, o := range objs {
-		if err := cp.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr := &authenticationv1.TokenRequest{}
-	if err := cp.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
-}
 
 var fluxRead = rbacv1.PolicyRule{
 	APIGroups: []string{"source.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io", "source.extensions.fluxcd.io"},
@@ -122,8 +83,8 @@ func TestStatusPage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	viewer := saToken(t, mine, "viewer", false, fluxRead)
-	admin := saToken(t, mine, "admin", true, rbacv1.PolicyRule{APIGroups: fluxRead.APIGroups, Resources: []string{"*"}, Verbs: []string{"get"}})
+	viewer := cp.ServiceAccountToken(t, mine, "viewer", false, fluxRead)
+	admin := cp.ServiceAccountToken(t, mine, "admin", true, rbacv1.PolicyRule{APIGroups: fluxRead.APIGroups, Resources: []string{"*"}, Verbs: []string{"get"}})
 	e := startEngine(t, engine.Options{StatusPage: engine.StatusPageOptions{Addr: "0.0.0.0:0", Prefix: "/cozy"}})
 	var base string
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

@@ -98,18 +98,7 @@ func Scrape(ctx context.Context, addr string) (Metrics, error) {
 	if resp.StatusCode != http.StatusOK {
 		return m, fmt.Errorf("reading metrics from %s: %s", addr, resp.Status)
 	}
-	m.Requests = map[string]int{}
-	shards := map[int]*Shard{}
-	at := func(label string) *Shard {
-		id, err := strconv.Atoi(label)
-		if err != nil {
-			return &Shard{}
-		}
-		if shards[id] == nil {
-			shards[id] = &Shard{ID: id}
-		}
-		return shards[id]
-	}
+	r := newReading()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -117,17 +106,47 @@ func Scrape(ctx context.Context, addr string) (Metrics, error) {
 		if !ok {
 			continue
 		}
-		m.add(name, labels, value, at)
+		r.add(name, labels, value)
 	}
 	if err := sc.Err(); err != nil {
-		return m, fmt.Errorf("reading metrics from %s: %w", addr, err)
+		return r.m, fmt.Errorf("reading metrics from %s: %w", addr, err)
 	}
-	m.Up = true
-	for _, s := range shards {
-		m.Shards = append(m.Shards, *s)
+	return r.done(), nil
+}
+
+// reading gathers samples into Metrics, the shards by ID as they come.
+type reading struct {
+	m      Metrics
+	shards map[int]*Shard
+}
+
+func newReading() *reading {
+	return &reading{m: Metrics{Requests: map[string]int{}}, shards: map[int]*Shard{}}
+}
+
+func (r *reading) shard(label string) *Shard {
+	id, err := strconv.Atoi(label)
+	if err != nil {
+		return &Shard{}
 	}
-	sort.Slice(m.Shards, func(i, j int) bool { return m.Shards[i].ID < m.Shards[j].ID })
-	return m, nil
+	if r.shards[id] == nil {
+		r.shards[id] = &Shard{ID: id}
+	}
+	return r.shards[id]
+}
+
+func (r *reading) add(name string, labels map[string]string, value float64) {
+	r.m.add(name, labels, value, r.shard)
+}
+
+// done returns the metrics read, the shards sorted by ID.
+func (r *reading) done() Metrics {
+	r.m.Up = true
+	for _, s := range r.shards {
+		r.m.Shards = append(r.m.Shards, *s)
+	}
+	sort.Slice(r.m.Shards, func(i, j int) bool { return r.m.Shards[i].ID < r.m.Shards[j].ID })
+	return r.m
 }
 
 func (m *Metrics) add(name string, labels map[string]string, value float64, shard func(string) *Shard) {
@@ -217,25 +236,14 @@ func ParseSample(line string) (name string, labels map[string]string, value floa
 // Gathered reads the same figures as Scrape from a registry in this
 // process, without HTTP: the status page's source.
 func Gathered(g prometheus.Gatherer) Metrics {
-	m := Metrics{Requests: map[string]int{}}
+	r := newReading()
 	mfs, err := g.Gather()
 	if err != nil && len(mfs) == 0 {
-		return m
+		return r.m
 	}
 	wanted := map[string]bool{}
 	for _, n := range familyNames {
 		wanted[n] = true
-	}
-	shards := map[int]*Shard{}
-	at := func(label string) *Shard {
-		id, err := strconv.Atoi(label)
-		if err != nil {
-			return &Shard{}
-		}
-		if shards[id] == nil {
-			shards[id] = &Shard{ID: id}
-		}
-		return shards[id]
 	}
 	for _, mf := range mfs {
 		if !wanted[mf.GetName()] {
@@ -257,13 +265,8 @@ func Gathered(g prometheus.Gatherer) Metrics {
 			default:
 				continue
 			}
-			m.add(mf.GetName(), labels, v, at)
+			r.add(mf.GetName(), labels, v)
 		}
 	}
-	m.Up = true
-	for _, s := range shards {
-		m.Shards = append(m.Shards, *s)
-	}
-	sort.Slice(m.Shards, func(i, j int) bool { return m.Shards[i].ID < m.Shards[j].ID })
-	return m
+	return r.done()
 }

@@ -19,8 +19,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/prometheus/client_golang/prometheus"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -150,35 +148,10 @@ func configMap(name, ns string) string {
 	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\ndata:\n  key: value\n"
 }
 
-// token makes a ServiceAccount bound to a role over the Flux kinds (in
-// its namespace, or cluster-wide) and returns a token of it.
-func token(t *testing.T, ns, name string, clusterWide bool, verbs ...string) string {
-	t.Helper()
-	ctx := context.Background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{"source.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io",
-		"helm.toolkit.fluxcd.io", "source.extensions.fluxcd.io"}, Resources: []string{"*"}, Verbs: verbs}}
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}
-	objs := []client.Object{sa,
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}}
-	if clusterWide {
-		objs = []client.Object{sa,
-			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: rules},
-			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ns + "-" + name}}}
-	}
-	for _, o := range objs {
-		if err := cp.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr := &authenticationv1.TokenRequest{}
-	if err := cp.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
+// fluxRules grants verbs on every Flux kind.
+func fluxRules(verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{"source.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io",
+		"helm.toolkit.fluxcd.io", "source.extensions.fluxcd.io"}, Resources: []string{"*"}, Verbs: verbs}
 }
 
 // The page in a real browser, off the loopback: without a token it asks
@@ -201,8 +174,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	admin := token(t, mine, "admin", true, "get", "list", "watch", "patch")
-	viewer := token(t, mine, "viewer", false, "get", "list", "watch")
+	admin := cp.ServiceAccountToken(t, mine, "admin", true, fluxRules("get", "list", "watch", "patch"))
+	viewer := cp.ServiceAccountToken(t, mine, "viewer", false, fluxRules("get", "list", "watch"))
 
 	e, err := engine.New(cp.Config, engine.Options{DataDir: t.TempDir(), ArtifactAddr: "127.0.0.1:0",
 		Registry: prometheus.NewRegistry(), StatusPage: engine.StatusPageOptions{Addr: "0.0.0.0:0", Prefix: "/ops/cozy"}})
