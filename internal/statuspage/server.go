@@ -102,7 +102,6 @@ type Server struct {
 	handler http.Handler
 	addr    atomic.Pointer[string]
 	started time.Time
-	watched []string
 	// watchers counts the live connections; at most maxWatchers.
 	watchers atomic.Int32
 	synced   sync.Map // kind → func() bool
@@ -164,11 +163,8 @@ func (s *Server) Handler(loopback bool) http.Handler {
 	})
 }
 
-// Start feeds the page from the informers and serves it until ctx ends.
+// Start serves the page until ctx ends, and feeds it from the informers.
 func (s *Server) Start(ctx context.Context) error {
-	if err := s.watch(ctx); err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
 		// The page is for people: the engine runs on without it.
@@ -180,6 +176,14 @@ func (s *Server) Start(ctx context.Context) error {
 	s.addr.Store(&addr)
 	loopback := isLoopback(ln.Addr())
 	s.opts.Logger.Info("status page", "url", s.URL(), "tokens", !loopback)
+	// The page answers at once and fills as each kind's informer syncs
+	// (the overview counts the kinds watched): with thousands of objects
+	// the first lists take a while, and that is when people look.
+	go func() {
+		if err := s.watch(ctx); err != nil {
+			s.opts.Logger.Error(err, "status page: watching the Flux kinds")
+		}
+	}()
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, loopback) }),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
@@ -206,7 +210,6 @@ func (s *Server) watch(ctx context.Context) error {
 			s.opts.Logger.V(1).Info("status page: not watching", "kind", kind, "error", err.Error())
 			continue
 		}
-		s.watched = append(s.watched, kind)
 		upsert := func(obj any) {
 			o, ok := obj.(client.Object)
 			if !ok {
